@@ -1,0 +1,1 @@
+"""Validated accelerator configurations, presets and artefact generators."""

@@ -1,0 +1,1 @@
+"""Amaranth components of the accelerator (engines, FIFOs, output stage)."""

@@ -1,0 +1,1 @@
+"""The host driver: training loop, precision policies, backends and the CLI."""

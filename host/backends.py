@@ -1,0 +1,61 @@
+"""Backends: what executes the integer kernels (SpMM, GEMM + output stage).
+
+Every backend takes mantissas and an output-stage setting and returns the output
+mantissas plus the stage's :class:`~mixgcn.golden.fixed.OutputStats`; exponents and
+everything in float stay on the host (:mod:`mixgcn.host.precision`). ``golden`` is the
+numpy functional model; the RTL backend (simulated chip) implements the same calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from mixgcn.golden import fixed
+
+__all__ = ["BACKENDS", "GoldenBackend", "NumberFormat"]
+
+
+@dataclass(frozen=True)
+class NumberFormat:
+    """Data and accumulator widths of the engines (DESIGN §4)."""
+
+    width: int = 16
+    acc_width: int = 48
+
+    def __post_init__(self):
+        fixed.mant_range(self.width)  # validates the width
+        if not (isinstance(self.acc_width, int) and 2 * self.width <= self.acc_width <= 64):
+            raise ValueError(
+                f"acc_width must be an integer in {2 * self.width}..64, got {self.acc_width!r}"
+            )
+
+    def check_reduction(self, length: int, what: str) -> None:
+        try:
+            fixed.check_accumulator(self.width, self.acc_width, max(int(length), 1))
+        except ValueError as e:
+            raise ValueError(f"{what}: {e}") from None
+
+
+class GoldenBackend:
+    """The bit-exact functional model of the engines (pure numpy)."""
+
+    name = "golden"
+
+    def __init__(self, fmt: NumberFormat = NumberFormat()):
+        self.fmt = fmt
+
+    def spmm(self, s: sp.csr_array, x: np.ndarray, shift: int, relu=False, mask=None):
+        row_nnz = np.diff(s.indptr)
+        self.fmt.check_reduction(row_nnz.max() if row_nnz.size else 0, "SpMM row")
+        return fixed.output_stage(fixed.spmm(s, x), shift, self.fmt.width, relu, mask)
+
+    def gemm(self, form: str, x, w: np.ndarray, shift: int, relu=False, mask=None):
+        k = x.shape[0] if form == "xtg" else x.shape[1]
+        self.fmt.check_reduction(k, f"GEMM {form} reduction")
+        return fixed.output_stage(fixed.gemm(form, x, w), shift, self.fmt.width, relu, mask)
+
+
+BACKENDS = {"golden": GoldenBackend}

@@ -1,0 +1,88 @@
+"""The ``mixgcn`` command line: a thin layer over :mod:`mixgcn.host`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mixgcn.golden.datasets import DatasetError, load_dataset
+from mixgcn.golden.gcn import GCNConfig
+from mixgcn.host.backends import BACKENDS
+from mixgcn.host.train import PRECISIONS, train
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mixgcn", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train a GCN and report accuracy (and cycles)")
+    t.add_argument("--dataset", default="synthetic",
+                   help="cora | citeseer | pubmed | synthetic[:nodes=N,degree=D,features=F,"
+                        "classes=C,homophily=H,seed=S] | PATH.npz (default: synthetic)")
+    t.add_argument("--data-dir", default=None,
+                   help="Planetoid folder (default: $MIXGCN_DATA, then ./data/planetoid)")
+    t.add_argument("--backend", default="golden", choices=sorted(BACKENDS))
+    t.add_argument("--precision", default="float32", choices=PRECISIONS)
+    d = GCNConfig()
+    t.add_argument("--layers", type=int, default=d.layers)
+    t.add_argument("--hidden", type=int, default=d.hidden)
+    t.add_argument("--epochs", type=int, default=d.epochs)
+    t.add_argument("--lr", type=float, default=d.lr)
+    t.add_argument("--weight-decay", type=float, default=d.weight_decay,
+                   help="L2 weight decay on the first layer (default %(default)s)")
+    t.add_argument("--dropout", type=float, default=d.dropout)
+    t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--json", type=Path, default=None, help="write the metrics to this file")
+    t.add_argument("--quiet", action="store_true", help="no per-epoch progress")
+    return p
+
+
+def _progress(every: int):
+    def report(s: dict) -> None:
+        if s["epoch"] % every == 0 or s["epoch"] == s["epochs"]:
+            print(f"  epoch {s['epoch']:>5}/{s['epochs']}  loss {s['loss']:.4f}  "
+                  f"train acc {s['train_accuracy']:.3f}  ({s['seconds'] * 1e3:.1f} ms)",
+                  file=sys.stderr, flush=True)
+    return report
+
+
+def cmd_train(args) -> int:
+    try:
+        config = GCNConfig(layers=args.layers, hidden=args.hidden, dropout=args.dropout,
+                           lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
+                           seed=args.seed)
+    except ValueError as e:
+        raise SystemExit(f"mixgcn: bad hyperparameter: {e}") from None
+    try:
+        dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
+    except DatasetError as e:
+        raise SystemExit(f"mixgcn: {e}") from None
+    print(f"mixgcn: {dataset.summary()}", file=sys.stderr)
+    print(f"mixgcn: training {config.layers}-layer GCN, hidden {config.hidden}, "
+          f"{args.precision} on {args.backend}, {config.epochs} epochs, seed {config.seed}",
+          file=sys.stderr)
+    every = max(1, config.epochs // 10)
+    result = train(dataset, config, precision=args.precision, backend=args.backend,
+                   progress=None if args.quiet else _progress(every))
+    print(f"accuracy: train {result['train_accuracy']:.4f}  val {result['val_accuracy']:.4f}  "
+          f"test {result['test_accuracy']:.4f}")
+    print(f"wall time: {result['wall_seconds']:.2f} s "
+          f"({result['epoch_seconds_median'] * 1e3:.1f} ms/epoch)")
+    print(f"weights sha256: {result['weights_sha256']}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"metrics written to {args.json}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "train":
+        return cmd_train(args)
+    raise AssertionError(args.command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

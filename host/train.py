@@ -1,0 +1,108 @@
+"""The training driver: a GCN trained on one backend, with metrics for the JSON report.
+
+A library first (:func:`train`); the CLI in :mod:`mixgcn.host.cli` is a thin layer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from mixgcn.golden.datasets import Dataset
+from mixgcn.golden.gcn import GCN, Adam, FloatOps, GCNConfig, accuracy, softmax_cross_entropy
+from mixgcn.golden.graph import normalized_adjacency
+from mixgcn.host.backends import BACKENDS, NumberFormat
+from mixgcn.host.precision import FixedOps
+
+__all__ = ["PRECISIONS", "normalize_features", "train"]
+
+PRECISIONS = ("float32", "float64", "fixed16")
+
+
+def normalize_features(x: sp.csr_array) -> sp.csr_array:
+    """Row-normalise features to sum 1 (Kipf & Welling's preprocessing); empty rows stay 0."""
+    s = np.asarray(x.sum(axis=1)).ravel()
+    inv = np.divide(1.0, s, out=np.zeros_like(s, dtype=np.float64), where=s != 0)
+    return sp.csr_array(sp.diags_array(inv) @ x, dtype=np.float32)
+
+
+def make_ops(precision: str, backend: str):
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: expected one of {PRECISIONS}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}: expected one of {sorted(BACKENDS)}")
+    if precision.startswith("float"):
+        if backend != "golden":
+            raise ValueError(f"backend {backend!r} computes in fixed point: use --precision fixed16")
+        return FloatOps(np.dtype(precision))
+    return FixedOps(BACKENDS[backend](NumberFormat(width=16)))
+
+
+def train(
+    dataset: Dataset,
+    config: GCNConfig = GCNConfig(),
+    precision: str = "float32",
+    backend: str = "golden",
+    progress: Callable[[dict], None] | None = None,
+) -> dict:
+    """Train a GCN on ``dataset``; return the run's metrics (the CLI's JSON keys).
+
+    Full-batch: every epoch is one forward and one backward over the whole graph.
+    The random stream (initialisation, then dropout masks) depends only on the seed and
+    the shapes, so every precision and backend sees the same masks. Accuracies come
+    from a final forward pass without dropout. ``progress`` gets a dict per epoch.
+    """
+    ops = make_ops(precision, backend)
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(config.seed)
+    master = np.float64 if precision == "float64" else np.float32
+    model = GCN(config, dataset.num_features, dataset.num_classes, rng, master)
+    adj = ops.adjacency(normalized_adjacency(dataset.edge_index, dataset.num_nodes))
+    x = normalize_features(dataset.features).astype(master)
+    opt = Adam(config.lr)
+    decay = [config.weight_decay] + [0.0] * (config.layers - 1)
+    labels, train_mask = dataset.labels, dataset.train_mask
+
+    epoch_seconds = []
+    for epoch in range(config.epochs):
+        te = time.perf_counter()
+        logits, cache = model.forward(ops, adj, x, rng)
+        logits = np.asarray(logits, dtype=master)
+        loss, grad = softmax_cross_entropy(logits, labels, train_mask)
+        grads = model.backward(ops, adj, cache, grad)
+        opt.step(model.weights, grads, decay)
+        epoch_seconds.append(time.perf_counter() - te)
+        if progress is not None:
+            progress(dict(epoch=epoch + 1, epochs=config.epochs, loss=loss,
+                          train_accuracy=accuracy(logits, labels, train_mask),
+                          seconds=epoch_seconds[-1]))
+
+    logits, _ = model.forward(ops, adj, x, None)
+    logits = np.asarray(logits, dtype=master)
+    result = dict(
+        dataset=dataset.name,
+        nodes=dataset.num_nodes,
+        edges=dataset.num_edges,
+        features=dataset.num_features,
+        classes=dataset.num_classes,
+        backend=backend,
+        precision=precision,
+        epochs=config.epochs,
+        seed=config.seed,
+        layers=config.layers,
+        hidden=config.hidden,
+        train_accuracy=accuracy(logits, labels, dataset.train_mask),
+        val_accuracy=accuracy(logits, labels, dataset.val_mask),
+        test_accuracy=accuracy(logits, labels, dataset.test_mask),
+        final_loss=softmax_cross_entropy(logits, labels, train_mask)[0],
+        wall_seconds=time.perf_counter() - t0,
+        epoch_seconds_median=float(np.median(epoch_seconds)) if epoch_seconds else 0.0,
+        weights_sha256=model.weights_sha256(),
+    )
+    if isinstance(ops, FixedOps):
+        result["fixed_saturated"] = ops.saturated
+        result["fixed_operations"] = ops.operations
+    return result

@@ -1,0 +1,1 @@
+"""Simulation backends, memory models and simulator toolchain helpers."""

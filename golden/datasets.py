@@ -13,6 +13,7 @@ import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -126,7 +127,7 @@ class _PlanetoidUnpickler(pickle.Unpickler):
     can otherwise run arbitrary code.
     """
 
-    _ALLOWED = {
+    _ALLOWED: ClassVar = {
         ("scipy.sparse", "csr_matrix"),
         ("collections", "defaultdict"),
         ("builtins", "list"),
@@ -429,7 +430,7 @@ def make_synthetic(
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, classes, size=nodes).astype(np.int64)
     theta = rng.pareto(1.5, size=nodes) + 1.0
-    m = int(round(nodes * degree / 2))
+    m = round(nodes * degree / 2)
 
     src = rng.choice(nodes, size=m, p=theta / theta.sum())
     intra = rng.random(m) < homophily

@@ -18,6 +18,7 @@ softmax, loss, dropout and Adam always run on the host in float.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,7 +72,7 @@ class GCNConfig:
 
     def dims(self, in_features: int, classes: int) -> list[tuple[int, int]]:
         widths = [in_features] + [self.hidden] * (self.layers - 1) + [classes]
-        return list(zip(widths[:-1], widths[1:], strict=True))
+        return list(itertools.pairwise(widths))
 
 
 # ------------------------------------------------------------------- host-side maths

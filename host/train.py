@@ -36,7 +36,8 @@ def make_ops(precision: str, backend: str):
         raise ValueError(f"unknown backend {backend!r}: expected one of {sorted(BACKENDS)}")
     if precision.startswith("float"):
         if backend != "golden":
-            raise ValueError(f"backend {backend!r} computes in fixed point: use --precision fixed16")
+            raise ValueError(
+                f"backend {backend!r} computes in fixed point: use --precision fixed16")
         return FloatOps(np.dtype(precision))
     return FixedOps(BACKENDS[backend](NumberFormat(width=16)))
 

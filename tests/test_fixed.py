@@ -139,7 +139,6 @@ def test_int64_path_beyond_float64_exactness():
 def test_spmm_exact_with_repeated_columns_and_empty_rows():
     rng = np.random.default_rng(7)
     lo, hi = fixed.mant_range(16)
-    rows = np.array([0, 0, 0, 2, 2])
     cols = np.array([1, 1, 3, 0, 3])  # (0, 1) twice: CSR keeps both entries
     vals = np.array([lo, lo, hi, 5, -7])
     s = sp.csr_array((vals, cols, np.array([0, 3, 3, 5])), shape=(3, 4))

@@ -24,7 +24,8 @@ def test_matches_dense_reference_with_loops_duplicates_and_isolated_nodes():
     assert a.has_sorted_indices
 
 
-def test_random_graph_symmetric_and_row_structure(rng=np.random.default_rng(5)):
+def test_random_graph_symmetric_and_row_structure():
+    rng = np.random.default_rng(5)
     n = 60
     e = rng.integers(0, n, size=(2, 300))
     e = np.concatenate([e, e[::-1]], axis=1)

@@ -1,0 +1,100 @@
+"""Validated, frozen engine configurations and their named presets.
+
+Every artefact of a configuration (the Verilog, the JSON of parameters the driver
+reads, the test builds) derives from one of these objects, so a bad configuration is
+refused here, at generation time, with the offending value in the message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from mixgcn.golden.fixed import required_acc_width
+
+__all__ = ["DCE_PRESETS", "ConfigError", "DCEConfig"]
+
+
+class ConfigError(ValueError):
+    """A configuration the generator refuses."""
+
+
+def _int(obj, name: str, lo: int, hi: int | None = None) -> None:
+    v = getattr(obj, name)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ConfigError(f"{type(obj).__name__}.{name} must be an integer, got {v!r}")
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ConfigError(f"{type(obj).__name__}.{name} must be {rng}, got {v}")
+
+
+@dataclass(frozen=True)
+class DCEConfig:
+    """Dense combination engine: an ``rows × cols`` array of MACs.
+
+    - ``rows`` (R): the reduction lanes — an input row arrives R values per cycle;
+    - ``cols`` (C): output columns — one output row carries C values;
+    - ``width``: data bits; ``acc_width``: accumulator bits, checked against the longest
+      reduction: ``max_k`` for ``X·W`` / ``X·Wᵀ`` (also the weight store's reach) and
+      ``max_rows`` for ``Xᵀ·G`` (reduction over rows);
+    - ``out_fifo_depth``: output rows the engine may hold; with fewer than its pipeline
+      latency (~6) the engine throttles itself, never loses a row;
+    - ``counter_width``: bits of the performance counters.
+    """
+
+    rows: int = 16
+    cols: int = 16
+    width: int = 16
+    acc_width: int = 48
+    max_k: int = 2048
+    max_rows: int = 65536
+    out_fifo_depth: int = 16
+    counter_width: int = 40
+
+    def __post_init__(self):
+        _int(self, "rows", 1, 256)
+        _int(self, "cols", 1, 256)
+        _int(self, "width", 2, 32)
+        _int(self, "acc_width", 2 * self.width, 128)
+        _int(self, "max_k", 1)
+        _int(self, "max_rows", 1)
+        _int(self, "out_fifo_depth", 1, 4096)
+        _int(self, "counter_width", 16, 64)
+        if self.max_k < self.rows:  # Xᵀ·G tiles hold up to R rows of the k dimension
+            raise ConfigError(f"DCEConfig.max_k={self.max_k} is below rows={self.rows}")
+        need = required_acc_width(self.width, max(self.max_k, self.max_rows))
+        if self.acc_width < need:
+            raise ConfigError(
+                f"DCEConfig.acc_width={self.acc_width} can overflow: a reduction of "
+                f"{max(self.max_k, self.max_rows)} products of {self.width}-bit values needs "
+                f"{need} bits (raise acc_width or lower max_k/max_rows)"
+            )
+
+    @property
+    def weight_depth(self) -> int:
+        """Words per weight-store row: ⌈max_k / R⌉."""
+        return -(-self.max_k // self.rows)
+
+    @property
+    def b_lanes(self) -> int:
+        """Values per word of the B stream (weights, or gradient rows for Xᵀ·G)."""
+        return max(self.rows, self.cols)
+
+    @property
+    def max_shift(self) -> int:
+        return self.acc_width - 1
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(kind="dce", weight_depth=self.weight_depth, b_lanes=self.b_lanes,
+                 macs=self.rows * self.cols)
+        return d
+
+
+DCE_PRESETS: dict[str, DCEConfig] = {
+    # fast tests: a non-square array so rows and columns cannot be confused
+    "tiny": DCEConfig(rows=2, cols=3, max_k=64, max_rows=512, out_fifo_depth=4),
+    "default": DCEConfig(),
+    # ECP5-85F: 156 MULT18X18D; 8×16 = 128 MACs, one per multiplier, 16-bit data
+    "ecp5": DCEConfig(rows=8, cols=16, max_k=2048, max_rows=65536, out_fifo_depth=16),
+}

@@ -1,0 +1,115 @@
+"""The output stage shared by both engines: requantise, ReLU, saturate, ReLU' mask."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["OutputStage", "output_layout"]
+
+
+def output_layout(width: int, lanes: int) -> data.StructLayout:
+    """An output row: ``lanes`` values of ``width`` bits and the operation's last-row flag."""
+    return data.StructLayout({
+        "data": data.ArrayLayout(signed(width), lanes),
+        "last": 1,
+    })
+
+
+class OutputStage(wiring.Component):
+    """Maps ``lanes`` accumulators to ``width``-bit outputs, exactly as
+    :func:`mixgcn.golden.fixed.output_stage`:
+
+    1. arithmetic right shift by ``shift``, rounding half to even;
+    2. ReLU when ``relu``;
+    3. saturation to ``[-2**(width-1), 2**(width-1) - 1]``;
+    4. zero where ``mask_en`` and the row's mask bit is 0 (ReLU').
+
+    Streams: ``i`` carries ``acc`` (``lanes`` × ``acc_width`` signed), ``mask`` (one bit a
+    lane) and ``last``; ``o`` carries the output row. One register stage, one row per
+    cycle, full throughput under backpressure (``i.ready = ~o.valid | o.ready``).
+    ``shift``, ``relu`` and ``mask_en`` are sampled with each input row.
+
+    Statistics for the host's exponent policy, cleared by ``clear``: ``max_abs``, the
+    largest ``|acc|`` seen, and ``saturated``, how many outputs were clipped.
+    """
+
+    def __init__(self, *, lanes: int, width: int, acc_width: int, counter_width: int = 32):
+        self.lanes, self.width, self.acc_width = lanes, width, acc_width
+        self.in_layout = data.StructLayout({
+            "acc": data.ArrayLayout(signed(acc_width), lanes),
+            "mask": unsigned(lanes),
+            "last": 1,
+        })
+        self.out_layout = output_layout(width, lanes)
+        super().__init__({
+            "i": In(stream.Signature(self.in_layout)),
+            "o": Out(stream.Signature(self.out_layout)),
+            "shift": In(range(acc_width)),
+            "relu": In(1),
+            "mask_en": In(1),
+            "clear": In(1),
+            "max_abs": Out(unsigned(acc_width)),
+            "saturated": Out(unsigned(counter_width)),
+        })
+
+    def _lane(self, m: Module, acc, keep):
+        """One lane's output value and saturation flag (combinational)."""
+        w, a = self.width, self.acc_width
+        lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+        bits = acc.as_unsigned()
+        # bit b of `below` is set when b < shift: the bits shifted out
+        below = Cat(*(self.shift > b for b in range(a)))
+        half = Cat(*(self.shift == b + 1 for b in range(a)))  # the bit worth one half
+        round_bit = (bits & half).any()
+        sticky = (bits & below & ~half).any()
+        q = Signal(signed(a), name="q")
+        m.d.comb += q.eq(acc >> self.shift)
+        r = Signal(signed(a + 1), name="r")
+        m.d.comb += r.eq(q + (round_bit & (sticky | q[0])))
+        r_relu = Mux(self.relu & r[-1], 0, r)
+        too_big = r_relu > hi
+        too_small = r_relu < lo
+        value = Mux(too_big, Const(hi, signed(w)),
+                    Mux(too_small, Const(lo, signed(w)), r_relu[:w].as_signed()))
+        return Mux(keep, value, 0), too_big | too_small
+
+    def elaborate(self, platform):
+        m = Module()
+        take = self.i.valid & self.i.ready
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+
+        outs, sats, mags = [], [], []
+        for lane in range(self.lanes):
+            acc = self.i.payload.acc[lane]
+            keep = ~self.mask_en | self.i.payload.mask[lane]
+            value, sat = self._lane(m, acc, keep)
+            outs.append(value)
+            sats.append(sat)
+            mag = Signal(unsigned(self.acc_width), name=f"mag{lane}")
+            m.d.comb += mag.eq(Mux(acc[-1], -acc, acc))
+            mags.append(mag)
+
+        # largest magnitude of this row: a balanced tree of comparators
+        level = mags
+        while len(level) > 1:
+            nxt = [Mux(x > y, x, y) for x, y in zip(level[::2], level[1::2], strict=False)]
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        row_max = level[0]
+
+        with m.If(take):
+            m.d.sync += [self.o.payload.data[lane].eq(v) for lane, v in enumerate(outs)]
+            m.d.sync += [self.o.payload.last.eq(self.i.payload.last), self.o.valid.eq(1)]
+        with m.Elif(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+
+        with m.If(self.clear):
+            m.d.sync += [self.max_abs.eq(0), self.saturated.eq(0)]
+        with m.Elif(take):
+            m.d.sync += self.saturated.eq(self.saturated + sum(sats))
+            with m.If(row_max > self.max_abs):
+                m.d.sync += self.max_abs.eq(row_max)
+        return m

@@ -1,0 +1,240 @@
+"""Unit tests in amaranth.sim: the MAC cell, the output stage, the DCE on small jobs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from mixgcn.gen.config import DCE_PRESETS, DCEConfig
+from mixgcn.golden import fixed
+from mixgcn.hdl.dce import DenseCombinationEngine
+from mixgcn.hdl.mac import MACCell
+from mixgcn.hdl.output_stage import OutputStage
+from mixgcn.sim.dce_model import make_job
+
+
+def _run(dut, *testbenches, deadline=None):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for tb in testbenches:
+        sim.add_testbench(tb)
+    if deadline:
+        sim.run_until(deadline)
+    else:
+        sim.run()
+
+
+def test_mac_cell_matches_model():
+    rng = np.random.default_rng(0)
+    dut = MACCell(16, 40)
+    lo, hi = fixed.mant_range(16)
+    steps = [dict(a=int(rng.choice([lo, hi, rng.integers(lo, hi)])),
+                  b=int(rng.choice([lo, hi, rng.integers(lo, hi)])),
+                  en=int(rng.random() < 0.8), first=int(rng.random() < 0.2),
+                  clear=int(rng.random() < 0.05)) for _ in range(400)]
+
+    async def tb(ctx):
+        acc, pending = 0, None  # pending: (product, first) registered last cycle
+        for s in steps:
+            for name, v in s.items():
+                ctx.set(getattr(dut, name), v)
+            await ctx.tick()
+            if s["clear"]:
+                acc, pending = 0, None
+            else:
+                if pending is not None:
+                    acc = pending[0] + (0 if pending[1] else acc)
+                pending = (s["a"] * s["b"], s["first"]) if s["en"] else None
+            assert ctx.get(dut.acc) == acc
+
+    _run(dut, tb)
+
+
+def _stage_vectors(rng, lanes, acc_width, n):
+    lo, hi = -(1 << (acc_width - 1)), (1 << (acc_width - 1)) - 1
+    special = [0, 1, -1, lo, hi, 1 << 20, -(1 << 20), (1 << 15) + 1]
+    # exact ties for the shifts the test uses: odd multiples of half an output step
+    special += [t * (1 << (s - 1)) for s in (1, 2, 15, 20, 33) for t in (3, 5, -3, -5)]
+    rows = []
+    for _ in range(n):
+        kind = rng.random()
+        if kind < 0.3:
+            row = rng.choice(special, size=lanes)
+        elif kind < 0.6:
+            row = rng.integers(-(1 << 24), 1 << 24, size=lanes)
+        else:
+            row = rng.integers(lo, hi, size=lanes, endpoint=True)
+        rows.append([int(v) for v in row])
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_output_stage_matches_golden_under_stalls(seed):
+    rng = np.random.default_rng(seed)
+    lanes, width, acc_width = 4, 16, 48
+    dut = OutputStage(lanes=lanes, width=width, acc_width=acc_width)
+    # each batch: fixed settings, several rows
+    batches = []
+    for _ in range(12):
+        rows = _stage_vectors(rng, lanes, acc_width, int(rng.integers(1, 8)))
+        masks = [int(v) for v in rng.integers(0, 1 << lanes, size=len(rows))]
+        batches.append(dict(shift=int(rng.choice([0, 1, 2, 15, 20, 33, 47])),
+                            relu=int(rng.random() < 0.5), mask_en=int(rng.random() < 0.5),
+                            rows=rows, masks=masks))
+    received = []
+
+    async def producer(ctx):
+        for b in batches:
+            ctx.set(dut.clear, 1)
+            await ctx.tick()
+            ctx.set(dut.clear, 0)
+            ctx.set(dut.shift, b["shift"])
+            ctx.set(dut.relu, b["relu"])
+            ctx.set(dut.mask_en, b["mask_en"])
+            for i, (row, mask) in enumerate(zip(b["rows"], b["masks"], strict=True)):
+                while rng.random() < 0.3:
+                    await ctx.tick()
+                ctx.set(dut.i.payload, dut.in_layout.const(
+                    {"acc": row, "mask": mask, "last": int(i == len(b["rows"]) - 1)}))
+                ctx.set(dut.i.valid, 1)
+                await ctx.tick().until(dut.i.ready)
+                ctx.set(dut.i.valid, 0)
+            # wait for the batch to drain, then check the statistics
+            while len(received) < sum(len(x["rows"]) for x in batches[:batches.index(b) + 1]):
+                await ctx.tick()
+            acc = np.array(b["rows"], dtype=object)
+            want_max = max(abs(int(v)) for v in acc.ravel())
+            assert ctx.get(dut.max_abs) == want_max
+            mask = None
+            if b["mask_en"]:
+                mask = np.array([[(mk >> j) & 1 for j in range(lanes)] for mk in b["masks"]])
+            _, st = fixed.output_stage(np.array(b["rows"], dtype=np.int64), b["shift"], width,
+                                       relu=bool(b["relu"]), mask=mask)
+            assert ctx.get(dut.saturated) == st.saturated
+
+    async def consumer(ctx):  # random backpressure
+        while True:
+            ctx.set(dut.o.ready, int(rng.random() < 0.6))
+            await ctx.tick()
+
+    async def monitor(ctx):
+        while True:
+            _, _, valid, ready, payload = await ctx.tick().sample(
+                dut.o.valid, dut.o.ready, dut.o.payload)
+            if valid and ready:
+                received.append(([int(payload.data[j]) for j in range(lanes)],
+                                 int(payload.last)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(producer)
+    sim.add_process(consumer)
+    sim.add_process(monitor)
+    sim.run()
+
+    expected = []
+    for b in batches:
+        mask = None
+        if b["mask_en"]:
+            mask = np.array([[(mk >> j) & 1 for j in range(lanes)] for mk in b["masks"]])
+        out, _ = fixed.output_stage(np.array(b["rows"], dtype=np.int64), b["shift"], width,
+                                    relu=bool(b["relu"]), mask=mask)
+        expected += [(list(map(int, r)), int(i == len(b["rows"]) - 1)) for i, r in
+                     enumerate(out)]
+    assert received == expected
+
+
+def _dce_sim(cfg: DCEConfig, jobs, rng, idle=0.3, ready=0.7):
+    """Run jobs through the DCE with random idle cycles on every input and random
+    backpressure on the output; return the output rows and the per-job statistics."""
+    dut = DenseCombinationEngine(cfg)
+    received, stats = [], []
+
+    def driver(stream, layout, words):
+        async def run(ctx):
+            for w in words:
+                while rng.random() < idle:
+                    await ctx.tick()
+                ctx.set(stream.payload, layout.const(w) if layout is not None else w)
+                ctx.set(stream.valid, 1)
+                await ctx.tick().until(stream.ready)
+                ctx.set(stream.valid, 0)
+        return run
+
+    async def commands(ctx):
+        for job in jobs:
+            while rng.random() < idle:
+                await ctx.tick()
+            ctx.set(dut.cmd.payload, dut.cmd_layout.const(job.cmd()))
+            ctx.set(dut.cmd.valid, 1)
+            await ctx.tick().until(dut.cmd.ready)
+            ctx.set(dut.cmd.valid, 0)
+            await ctx.tick()
+            await ctx.tick().until(dut.idle)
+            stats.append((ctx.get(dut.max_abs), ctx.get(dut.saturated)))
+        total = sum(len(j.expected) for j in jobs)
+        while len(received) < total:
+            await ctx.tick()
+
+    async def consumer(ctx):
+        while True:
+            ctx.set(dut.out.ready, int(rng.random() < ready))
+            await ctx.tick()
+
+    async def monitor(ctx):
+        while True:
+            _, _, valid, rdy, payload = await ctx.tick().sample(
+                dut.out.valid, dut.out.ready, dut.out.payload)
+            if valid and rdy:
+                received.append([int(payload.data[j]) for j in range(cfg.cols)]
+                                + [int(payload.last)])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(commands)
+    sim.add_testbench(driver(dut.a, dut.a_layout, [w for j in jobs for w in j.a_words]),
+                      background=True)
+    sim.add_testbench(driver(dut.b, dut.b_layout, [w for j in jobs for w in j.b_words]),
+                      background=True)
+    sim.add_testbench(driver(dut.mask, None, [w for j in jobs for w in j.mask_words]),
+                      background=True)
+    sim.add_process(consumer)
+    sim.add_process(monitor)
+    sim.run()
+    return received, stats
+
+
+def _expected_rows(jobs):
+    rows = []
+    for j in jobs:
+        for i, r in enumerate(j.expected.tolist()):
+            rows.append(r + [int(i == len(j.expected) - 1)])
+    return rows
+
+
+def _random_jobs(cfg, rng, count):
+    lo, hi = fixed.mant_range(cfg.width)
+    jobs = []
+    for _ in range(count):
+        op = str(rng.choice(["xw", "xwt", "xtg"]))
+        n = int(rng.integers(1, 7))
+        m = int(rng.integers(1, cfg.cols + 1))
+        k = int(rng.integers(1, cfg.rows + 1)) if op == "xtg" else int(rng.integers(1, 12))
+        x = rng.integers(lo, hi + 1, size=(n, k))
+        w = rng.integers(lo, hi + 1, size=(n, m) if op == "xtg" else
+                         ((k, m) if op == "xw" else (m, k)))
+        mask = (rng.random((n, m)) < 0.5) if op != "xtg" and rng.random() < 0.3 else None
+        jobs.append(make_job(cfg, op, x, w, shift=int(rng.integers(10, 36)),
+                             relu=bool(rng.random() < 0.3), mask=mask, junk=rng))
+    return jobs
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_dce_random_jobs_amaranth_sim(seed):
+    cfg = DCE_PRESETS["tiny"]
+    rng = np.random.default_rng(seed)
+    jobs = _random_jobs(cfg, rng, 10)
+    received, stats = _dce_sim(cfg, jobs, rng)
+    assert received == _expected_rows(jobs)
+    assert stats == [(j.max_abs, j.saturated) for j in jobs]

@@ -23,7 +23,7 @@ demo: $(STAMP)
 		--json build/demo.json
 
 verilog: $(STAMP)
-	$(PY) -m mixgcn.gen.verilog --out build/verilog
+	$(PY) -m mixgcn.gen.verilog --out build/verilog --lint
 
 sim: $(STAMP)
 	$(PY) -m pytest -W error -m sim

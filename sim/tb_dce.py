@@ -227,8 +227,9 @@ async def test_extreme_values(dut, flow):
 
 
 @cocotb.test()
-async def test_reset_mid_operation(dut):
-    tb = TB(dut, 0.2, 0.7)
+@cocotb.parametrize(flow=FLOW)
+async def test_reset_mid_operation(dut, flow):
+    tb = TB(dut, *flow)
     await tb.start()
     for op in ("xw", "xwt", "xtg"):
         k = CFG.rows if op == "xtg" else 3 * CFG.rows

@@ -31,7 +31,7 @@ DEPTH = int(os.environ.get("MIXGCN_HARNESS_DEPTH", "4096"))
 
 def _stream_data(rng, op, n, k, m):
     """The memory images and the operands they spell out (data repeats past DEPTH)."""
-    R, C, V = CFG.rows, CFG.cols, CFG.b_lanes
+    R, V = CFG.rows, CFG.b_lanes
     a_mem = rng.integers(-2000, 2001, size=(DEPTH, R))
     if op == "xtg":
         a_words = n

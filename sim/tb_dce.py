@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import deque
 
 import cocotb
 import numpy as np
@@ -20,6 +19,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from mixgcn.gen.config import DCEConfig
 from mixgcn.golden import fixed
 from mixgcn.hdl.dce import DCELayouts
+from mixgcn.sim.cocotb_streams import Sink, Source, high
 from mixgcn.sim.dce_model import make_job
 
 CFG = DCEConfig(**json.loads(os.environ.get("MIXGCN_DCE_CONFIG", "{}")))
@@ -31,41 +31,6 @@ SEED = int(os.environ.get("MIXGCN_SEED", "1"))
 FLOW = [(0.0, 1.0), (0.4, 1.0), (0.0, 0.4), (0.4, 0.4)]
 
 
-def high(signal) -> bool:
-    """A one-bit signal is 1. X counts as 0: Icarus leaves some combinational outputs
-    X until one of their inputs first changes, which only happens after reset."""
-    v = signal.value
-    return v.is_resolvable and int(v) == 1
-
-
-class Source:
-    """Drives one stream from a queue of payload words, idling at random."""
-
-    def __init__(self, tb, name, layout):
-        self.tb, self.layout = tb, layout
-        self.valid = getattr(tb.dut, f"{name}__valid")
-        self.ready = getattr(tb.dut, f"{name}__ready")
-        self.payload = getattr(tb.dut, f"{name}__payload")
-        self.queue = deque()
-        self.valid.value = 0
-
-    def put(self, words):
-        for w in words:
-            self.queue.append(self.layout.const(w).as_bits() if self.layout else int(w))
-
-    async def run(self):
-        while True:
-            await RisingEdge(self.tb.dut.clk)
-            # nothing transfers in reset; reset() may clear the queue at this very edge
-            if self.queue and high(self.valid) and high(self.ready) and not high(self.tb.dut.rst):
-                self.queue.popleft()
-            if self.queue and self.tb.rng.random() >= self.tb.idle:
-                self.payload.value = self.queue[0]
-                self.valid.value = 1
-            else:
-                self.valid.value = 0
-
-
 class TB:
     def __init__(self, dut, idle=0.0, ready=1.0, seed=SEED):
         self.dut, self.idle, self.ready_p = dut, idle, ready
@@ -74,28 +39,22 @@ class TB:
         self.a = Source(self, "a", ENGINE.a_layout)
         self.b = Source(self, "b", ENGINE.b_layout)
         self.mask = Source(self, "mask", None)
-        self.received = []
-        dut.out__ready.value = 0
+        self.out = Sink(self, "out", self._decode)
+        self.received = self.out.received
         dut.rst.value = 1  # held until reset(): no X reaches the testbench's reads
         Clock(dut.clk, 10, unit="ns").start()
-        for s in (self.cmd, self.a, self.b, self.mask):
+        for s in (self.cmd, self.a, self.b, self.mask, self.out):
             cocotb.start_soon(s.run())
-        cocotb.start_soon(self._sink())
 
-    async def _sink(self):
-        while True:
-            await RisingEdge(self.dut.clk)
-            if high(self.dut.out__valid) and high(self.dut.out__ready) and not high(self.dut.rst):
-                row = ENGINE.out_layout.from_bits(int(self.dut.out__payload.value))
-                self.received.append([int(row.data[j]) for j in range(CFG.cols)]
-                                     + [int(row.last)])
-            self.dut.out__ready.value = int(self.rng.random() < self.ready_p)
+    @staticmethod
+    def _decode(bits):
+        row = ENGINE.out_layout.from_bits(bits)
+        return [int(row.data[j]) for j in range(CFG.cols)] + [int(row.last)]
 
     async def reset(self):
         self.dut.rst.value = 1
         for s in (self.cmd, self.a, self.b, self.mask):
-            s.queue.clear()
-            s.valid.value = 0
+            s.clear()
         await ClockCycles(self.dut.clk, 3)
         self.dut.rst.value = 0
         await RisingEdge(self.dut.clk)

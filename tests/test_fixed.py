@@ -147,3 +147,10 @@ def test_spmm_exact_with_repeated_columns_and_empty_rows():
     want = _py_matmul(s.toarray().tolist(), x.tolist())
     assert fixed.spmm(s, x).tolist() == want
     assert fixed.spmm(s, x)[1].tolist() == [0, 0, 0]
+
+
+def test_spmm_leaves_repeated_entries_of_the_input_alone():
+    s = sp.csr_array((np.array([30000, 30000]), np.array([1, 1]), np.array([0, 2])),
+                     shape=(1, 2))
+    fixed.spmm(s, np.array([[1], [2]]))
+    assert s.data.tolist() == [30000, 30000]  # not summed into 60000 in place

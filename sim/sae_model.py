@@ -1,0 +1,122 @@
+"""Transactions of the sparse engine: an SpMM as the words of its streams, with the
+rows and statistics the golden model says must come out (cf. :mod:`.dce_model`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from mixgcn.gen.config import SAEConfig
+from mixgcn.golden import fixed
+
+__all__ = ["SAEJob", "csr_beats", "make_spmm_jobs"]
+
+
+def _raw_csr(s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(indptr, indices, data) exactly as stored: repeated entries stay repeated (SciPy
+    sums duplicates in place on some conversions, which the engine never does)."""
+    return (np.array(s.indptr, dtype=np.int64), np.array(s.indices, dtype=np.int64),
+            np.array(s.data, dtype=np.int64))
+
+
+def csr_beats(s: sp.csr_array, edges: int, junk: np.random.Generator | None = None,
+              width: int = 16, max_nodes: int = 1) -> list[dict]:
+    """S in the engine's beat format: each row's (column, value) pairs in groups of
+    ``edges``; ``last`` on a row's final beat; an empty row is one beat of count 0.
+    With ``junk``, the pairs past ``count`` carry random values (which the engine must
+    ignore) instead of zeros."""
+    indptr, cols, vals = _raw_csr(s)
+    cols, vals = cols.tolist(), vals.tolist()
+    lo, hi = fixed.mant_range(width)
+
+    def pad(n):
+        if junk is None:
+            return [0] * n, [0] * n
+        return (junk.integers(0, max_nodes, n).tolist(), junk.integers(lo, hi + 1, n).tolist())
+
+    beats = []
+    for i in range(len(indptr) - 1):
+        a, b = int(indptr[i]), int(indptr[i + 1])
+        if a == b:
+            pc, pv = pad(edges)
+            beats.append(dict(col=pc, val=pv, count=0, last=1))
+        for p in range(a, b, edges):
+            n = min(edges, b - p)
+            pc, pv = pad(edges - n)
+            beats.append(dict(col=cols[p:p + n] + pc, val=vals[p:p + n] + pv,
+                              count=n, last=int(p + n == b)))
+    return beats
+
+
+@dataclass
+class SAEJob:
+    """One LOAD + SPMM pair: ``L``-wide slice of X into ``bank``, then S times it."""
+
+    bank: int
+    rows: int  # output rows (rows of S)
+    x_rows: int  # rows loaded into the bank
+    shift: int
+    relu: bool
+    mask_en: bool
+    x_words: list = field(repr=False)
+    beats: list = field(repr=False)
+    mask_words: list = field(repr=False)
+    expected: np.ndarray = field(repr=False)
+    max_abs: int = 0
+    saturated: int = 0
+    nnz: int = 0
+    lanes_used: int = 0
+
+    def commands(self) -> list[dict]:
+        return [dict(op=0, bank=self.bank, rows=self.x_rows, shift=0, relu=0, mask=0),
+                dict(op=1, bank=self.bank, rows=self.rows, shift=self.shift,
+                     relu=int(self.relu), mask=int(self.mask_en))]
+
+
+def make_spmm_jobs(cfg: SAEConfig, s, x, shift: int, relu: bool = False,
+                   mask: np.ndarray | None = None, first_bank: int = 0,
+                   beats: list | None = None,
+                   junk: np.random.Generator | None = None) -> list[SAEJob]:
+    """``Y = S · X`` as ⌈F/L⌉ passes (banks alternate). ``s``: CSR of mantissas
+    [N, K]; ``x``: mantissas [K, F]; ``mask``: bool [N, F] or None; ``junk``: random
+    padding in the beats (see :func:`csr_beats`)."""
+    indptr, indices, data = _raw_csr(s)
+    if beats is None:
+        beats = csr_beats(s, cfg.edges, junk, cfg.width, cfg.max_nodes)
+    lo, hi = fixed.mant_range(cfg.width)
+    if data.size and (data.min() < lo or data.max() > hi):
+        raise ValueError(f"S holds values outside {cfg.width} bits")
+    s = sp.csr_array((data, indices, indptr), shape=s.shape)
+    x = np.asarray(x, dtype=np.int64)
+    if s.shape[1] != x.shape[0]:
+        raise ValueError(f"S is {s.shape} but X has {x.shape[0]} rows")
+    if x.shape[0] > cfg.max_nodes:
+        raise ValueError(f"X has {x.shape[0]} rows; the buffer holds {cfg.max_nodes}")
+    degree = np.diff(s.indptr)
+    if degree.size and degree.max() > cfg.max_degree:
+        raise ValueError(f"a row has {degree.max()} non-zeros; max_degree is {cfg.max_degree}")
+    L = cfg.lanes
+    acc_all = fixed.spmm(s, x)
+    jobs = []
+    for p, f0 in enumerate(range(0, x.shape[1], L)):
+        f1 = min(f0 + L, x.shape[1])
+        xs = np.zeros((x.shape[0], L), dtype=np.int64)
+        xs[:, :f1 - f0] = x[:, f0:f1]
+        pmask = None
+        if mask is not None:
+            pmask = np.zeros((s.shape[0], L), dtype=bool)
+            pmask[:, :f1 - f0] = mask[:, f0:f1]
+        acc = np.zeros((s.shape[0], L), dtype=np.int64)
+        acc[:, :f1 - f0] = acc_all[:, f0:f1]
+        out, stats = fixed.output_stage(acc, shift, cfg.width, relu=relu, mask=pmask)
+        mask_words = []
+        if pmask is not None:
+            mask_words = [int(sum(1 << j for j in range(L) if r[j])) for r in pmask]
+        jobs.append(SAEJob(bank=(first_bank + p) % 2, rows=s.shape[0], x_rows=x.shape[0],
+                           shift=shift, relu=relu, mask_en=mask is not None,
+                           x_words=xs.tolist(), beats=beats, mask_words=mask_words,
+                           expected=out, max_abs=stats.max_abs, saturated=stats.saturated,
+                           nnz=len(data), lanes_used=f1 - f0))
+    return jobs

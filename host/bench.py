@@ -58,29 +58,39 @@ def dce_cases(config) -> list[dict]:
     return cases
 
 
-def bench_dce(preset: str = "default") -> tuple[dict, list[str]]:
-    """DCE utilisation = useful MACs / (MACs × cycles), simulated RTL, no backpressure."""
+def _run_harness(kind: str, harness, config, cases: list[dict], extra: dict | None = None):
+    """Simulate ``harness`` (Verilog built once per configuration) over ``cases``."""
     import tempfile
 
     from amaranth.back import verilog
 
-    from mixgcn.gen.config import DCE_PRESETS
-    from mixgcn.sim.dce_harness import DCEHarness
     from mixgcn.sim.runner import config_env, run_cocotb
+
+    src = verilog.convert(harness, name=f"{kind}_harness", emit_src=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "results.json"
+        env = config_env("MIXGCN_ENGINE_CONFIG", config)
+        env.update(MIXGCN_BENCH_KIND=kind, MIXGCN_BENCH_CASES=json.dumps(cases),
+                   MIXGCN_BENCH_OUT=str(out), **(extra or {}))
+        run_cocotb(src, f"{kind}_harness", "mixgcn.sim.bench_harness", extra_env=env)
+        return json.loads(out.read_text())
+
+
+def bench_dce(preset: str = "default") -> tuple[dict, list[str]]:
+    """DCE utilisation = useful MACs / (MACs × cycles), simulated RTL, no backpressure."""
+    from mixgcn.gen.config import DCE_PRESETS
+    from mixgcn.sim.harness import DCEHarness
 
     cfg = DCE_PRESETS[preset]
     cases = dce_cases(cfg)
     _log(f"dce: building the {preset} harness ({cfg.rows}x{cfg.cols}) and running "
          f"{len(cases)} cases")
-    src = verilog.convert(DCEHarness(cfg), name="dce_harness", emit_src=False)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "dce.json"
-        env = config_env("MIXGCN_DCE_CONFIG", cfg)
-        env.update(MIXGCN_BENCH_CASES=json.dumps(cases), MIXGCN_BENCH_OUT=str(out))
-        run_cocotb(src, "dce_harness", "mixgcn.sim.bench_dce", extra_env=env)
-        results = json.loads(out.read_text())
-    dim = cfg.rows
-    long = [r for r in results if r["reduction"] >= 4 * dim and r["m"] == cfg.cols]
+    depth = 4096
+    results = _run_harness("dce", DCEHarness(cfg, depth), cfg, cases,
+                           dict(MIXGCN_HARNESS_DEPTH=str(depth)))
+    for r in results:
+        r["fill_drain_cycles"] = r["cycles"] - r["steady_cycles"] - r["weight_load_cycles"]
+    long = [r for r in results if r["reduction"] >= 4 * cfg.rows and r["m"] == cfg.cols]
     keys = dict(dce_utilisation=min(r["utilisation"] for r in long), dce_cases=results,
                 dce_preset=preset)
     rows = [f"DCE ({preset}: {cfg.rows}x{cfg.cols} MACs), Cora-shaped, no backpressure",
@@ -90,12 +100,73 @@ def bench_dce(preset: str = "default") -> tuple[dict, list[str]]:
         rows.append(f"  {r['op']:<4} {r['n']:>5} {r['k']:>5} {r['m']:>3} {r['cycles']:>9} "
                     f"{r['ideal_cycles']:>9} {r['weight_load_cycles']:>5} "
                     f"{r['fill_drain_cycles']:>10} {r['utilisation']:>7.2%}  {r['verified']}")
-    rows.append(f"  dce_utilisation (lowest with reduction >= {4 * dim}, full tile): "
+    rows.append(f"  dce_utilisation (lowest with reduction >= {4 * cfg.rows}, full tile): "
                 f"{keys['dce_utilisation']:.2%}")
     return keys, rows
 
 
-SECTIONS = {"golden": bench_golden, "dce": bench_dce}
+def sae_graphs() -> dict:
+    """Cora's Â (when present) and a power-law synthetic Â of over 100 000 edges, as
+    16-bit mantissas."""
+    from mixgcn.golden import fixed
+    from mixgcn.golden.graph import normalized_adjacency
+
+    graphs = {}
+    try:
+        graphs["cora"] = load_dataset("cora", default_data_dir())
+    except DatasetError as e:
+        _log(f"Cora skipped: {e}")
+    graphs["powerlaw"] = load_dataset("synthetic:nodes=8000,degree=16")
+    return {name: fixed.quantize(normalized_adjacency(ds.edge_index, ds.num_nodes), 16).mant
+            for name, ds in graphs.items()}
+
+
+def bench_sae(preset: str = "default") -> tuple[dict, list[str]]:
+    """SAE utilisation = nnz·F / (L·E·cycles) for E = 1 and E = 4, one pass (F = L) and
+    four (F = 4L: the next slice loads while the current one is aggregated)."""
+    import dataclasses
+    import tempfile
+
+    from mixgcn.gen.config import SAE_PRESETS
+    from mixgcn.sim.harness import SAEHarness
+
+    base = SAE_PRESETS[preset]
+    graphs = sae_graphs()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = []
+        for name, s in graphs.items():
+            path = Path(tmp) / f"{name}.npz"
+            np.savez(path, data=s.data, indices=s.indices, indptr=s.indptr,
+                     shape=np.array(s.shape))
+            cases += [dict(name=name, graph=str(path), passes=p) for p in (1, 4)]
+        for edges in (1, 4):
+            cfg = dataclasses.replace(base, edges=edges)
+            beats = max(int(np.maximum(1, -(-np.diff(s.indptr) // edges)).sum())
+                        for s in graphs.values())
+            depth = 1 << (beats - 1).bit_length()
+            _log(f"sae: E={edges}: building the harness ({cfg.lanes} lanes, {depth}-beat CSR "
+                 f"memory) and running {len(cases)} cases")
+            results += _run_harness("sae", SAEHarness(cfg, csr_depth=depth), cfg, cases)
+    keys = {}
+    for e in (1, 4):
+        (r,) = [r for r in results
+                if r["edges"] == e and r["graph"] == "powerlaw" and r["passes"] == 4]
+        keys[f"sae_utilisation_e{e}"] = r["utilisation"]
+    keys.update(sae_cases=results, sae_preset=preset)
+    rows = [f"SAE ({preset}: L={base.lanes} lanes), no backpressure",
+            f"  {'graph':<9} {'E':>2} {'F':>4} {'nnz':>7} {'beats/pass':>10} {'cycles':>9} "
+            f"{'ideal':>9} {'util':>7}  verified"]
+    for r in results:
+        rows.append(f"  {r['graph']:<9} {r['edges']:>2} {r['features']:>4} {r['nnz']:>7} "
+                    f"{r['beats_per_pass']:>10} {r['cycles']:>9} {r['ideal_cycles']:>9} "
+                    f"{r['utilisation']:>7.2%}  {r['verified']}")
+    rows.append(f"  sae_utilisation_e1 / _e4 (power-law, F = 4L): "
+                f"{keys['sae_utilisation_e1']:.2%} / {keys['sae_utilisation_e4']:.2%}")
+    return keys, rows
+
+
+SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae}
 
 
 def main(argv: list[str] | None = None) -> int:

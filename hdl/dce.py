@@ -41,12 +41,12 @@ and the output stage's ``max_abs``/``saturated`` for the last operation.
 from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, enum, fifo, memory, stream, wiring
+from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import DCEConfig
 from mixgcn.hdl.mac import MACCell
-from mixgcn.hdl.output_stage import OutputStage, output_layout
+from mixgcn.hdl.output_stage import OutputPath, engine_status_members, output_layout
 
 __all__ = ["DCELayouts", "DCEOp", "DenseCombinationEngine"]
 
@@ -83,20 +83,13 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
             raise TypeError(f"expected a DCEConfig, got {config!r}")
         self.config = c = config
         DCELayouts.__init__(self, c)
-        cw = c.counter_width
         super().__init__({
             "cmd": In(stream.Signature(self.cmd_layout)),
             "a": In(stream.Signature(self.a_layout)),
             "b": In(stream.Signature(self.b_layout)),
             "mask": In(stream.Signature(unsigned(c.cols))),
             "out": Out(stream.Signature(self.out_layout)),
-            "idle": Out(1),
-            "busy_cycles": Out(unsigned(cw)),
-            "starved_cycles": Out(unsigned(cw)),
-            "blocked_cycles": Out(unsigned(cw)),
-            "op_cycles": Out(unsigned(cw)),
-            "max_abs": Out(unsigned(c.acc_width)),
-            "saturated": Out(unsigned(32)),
+            **engine_status_members(c.counter_width, c.acc_width),
         })
 
     def elaborate(self, platform):
@@ -114,19 +107,12 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         mask_en = Signal()
 
         # ------------------------------------------------------------ submodules
-        m.submodules.stage = stage = OutputStage(
-            lanes=C, width=c.width, acc_width=c.acc_width)
-        m.submodules.fifo = ofifo = fifo.SyncFIFOBuffered(
-            width=self.out_layout.size, depth=c.out_fifo_depth)
+        m.submodules.out = path = OutputPath(
+            lanes=C, width=c.width, acc_width=c.acc_width, depth=c.out_fifo_depth)
+        wiring.connect(m, path.o, wiring.flipped(self.out))
         m.d.comb += [
-            ofifo.w_stream.valid.eq(stage.o.valid),
-            ofifo.w_stream.payload.eq(stage.o.payload),
-            stage.o.ready.eq(ofifo.w_stream.ready),
-            self.out.valid.eq(ofifo.r_stream.valid),
-            self.out.payload.eq(ofifo.r_stream.payload),
-            ofifo.r_stream.ready.eq(self.out.ready),
-            stage.shift.eq(shift), stage.relu.eq(relu), stage.mask_en.eq(mask_en),
-            self.max_abs.eq(stage.max_abs), self.saturated.eq(stage.saturated),
+            path.shift.eq(shift), path.relu.eq(relu), path.mask_en.eq(mask_en),
+            self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated),
         ]
 
         stores, reads, writes = [], [], []
@@ -143,14 +129,8 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
             for col in range(C):
                 m.submodules[f"mac{r}_{col}"] = cells[r][col]
 
-        # ------------------------------------------------------ output credit
-        # Rows admitted but not yet taken from `out`; admit only while below the FIFO's
-        # depth, so every row in flight has a FIFO slot waiting for it.
-        inflight = Signal(range(c.out_fifo_depth + 1))
-        commit = Signal()
-        leave = self.out.valid & self.out.ready
-        credit = inflight < c.out_fifo_depth
-        m.d.sync += inflight.eq(inflight + commit - leave)
+        # a row may enter the pipeline only with the output path's credit
+        commit, credit = path.commit, path.credit
 
         # ------------------------------------------------------- input control
         # `base` = index of the first reduction element of the current chunk
@@ -210,7 +190,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         # output-stage feed: column sums (XW/XWT) or an accumulator row (XTG drain)
         col_sums = [sum(cells[r][x].acc for r in range(R)) for x in range(C)]
         drain = Signal()
-        feed = Signal(stage.in_layout)
+        feed = Signal(path.in_layout)
         feed_valid = Signal()
         m.d.sync += feed_valid.eq(s3_end | drain)
         # columns past the tile's width m hold stale weights: they leave as zeros
@@ -226,7 +206,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                             m.d.comb += row_sel[x].eq(cells[r][x].acc)
             m.d.sync += [feed.acc[x].eq(Mux(x < mcols, row_sel[x], 0)) for x in range(C)]
             m.d.sync += [feed.mask.eq(0), feed.last.eq(drain_row + 1 == k)]
-        m.d.comb += [stage.i.valid.eq(feed_valid), stage.i.payload.eq(feed)]
+        m.d.comb += [path.i_valid.eq(feed_valid), path.i.eq(feed)]
 
         # ------------------------------------------------------------ controller
         with m.FSM():
@@ -240,7 +220,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                         mask_en.eq(p.mask & (p.op != DCEOp.XTG)),
                         base.eq(0), chunk.eq(0), col.eq(0), drain_row.eq(0), words.eq(0),
                     ]
-                    m.d.comb += stage.clear.eq(1)
+                    m.d.comb += path.clear.eq(1)
                     with m.If(p.op == DCEOp.XTG):
                         m.d.comb += clear.eq(1)
                         m.next = "REDUCE"

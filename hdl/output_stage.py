@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["OutputStage", "output_layout"]
+__all__ = ["OutputPath", "OutputStage", "engine_status_members", "output_layout"]
 
 
 def output_layout(width: int, lanes: int) -> data.StructLayout:
@@ -113,3 +114,56 @@ class OutputStage(wiring.Component):
             with m.If(row_max > self.max_abs):
                 m.d.sync += self.max_abs.eq(row_max)
         return m
+
+
+class OutputPath(wiring.Component):
+    """The output stage followed by the output FIFO, with the credit that keeps an
+    engine's pipeline stall-free.
+
+    An engine raises ``commit`` in the cycle it admits a row into its pipeline, and may
+    do so only while ``credit`` is high: rows admitted but not yet taken from ``o`` never
+    exceed ``depth``, so when a row reaches ``i`` (which has no ``ready``: it must be
+    taken) the stage and the FIFO are sure to have room for it.
+    """
+
+    def __init__(self, *, lanes: int, width: int, acc_width: int, depth: int):
+        self.stage = OutputStage(lanes=lanes, width=width, acc_width=acc_width)
+        self.depth = depth
+        self.in_layout, self.out_layout = self.stage.in_layout, self.stage.out_layout
+        super().__init__({
+            "i": In(self.in_layout), "i_valid": In(1),
+            "o": Out(stream.Signature(self.out_layout)),
+            "commit": In(1), "credit": Out(1),
+            "shift": In(range(acc_width)), "relu": In(1), "mask_en": In(1), "clear": In(1),
+            "max_abs": Out(unsigned(acc_width)), "saturated": Out(unsigned(32)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.stage = stage = self.stage
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self.out_layout.size,
+                                                     depth=self.depth)
+        m.d.comb += [
+            stage.i.valid.eq(self.i_valid), stage.i.payload.eq(self.i),
+            fifo.w_stream.valid.eq(stage.o.valid), fifo.w_stream.payload.eq(stage.o.payload),
+            stage.o.ready.eq(fifo.w_stream.ready),
+            self.o.valid.eq(fifo.r_stream.valid), self.o.payload.eq(fifo.r_stream.payload),
+            fifo.r_stream.ready.eq(self.o.ready),
+            stage.shift.eq(self.shift), stage.relu.eq(self.relu),
+            stage.mask_en.eq(self.mask_en), stage.clear.eq(self.clear),
+            self.max_abs.eq(stage.max_abs), self.saturated.eq(stage.saturated),
+        ]
+        inflight = Signal(range(self.depth + 1))
+        m.d.comb += self.credit.eq(inflight < self.depth)
+        m.d.sync += inflight.eq(inflight + self.commit - (self.o.valid & self.o.ready))
+        return m
+
+
+def engine_status_members(counter_width: int, acc_width: int, extra=()) -> dict:
+    """Status ports both engines expose: idle, performance counters, the output
+    stage's statistics of the last operation."""
+    members = {"idle": Out(1)}
+    for name in ("busy_cycles", "starved_cycles", "blocked_cycles", "op_cycles", *extra):
+        members[name] = Out(unsigned(counter_width))
+    members.update(max_abs=Out(unsigned(acc_width)), saturated=Out(unsigned(32)))
+    return members

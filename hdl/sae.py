@@ -35,11 +35,11 @@ compute unit (cycles while a ``SPMM`` is in progress), ``load_cycles`` the loade
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, enum, fifo, memory, stream, wiring
+from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import SAEConfig
-from mixgcn.hdl.output_stage import OutputStage, output_layout
+from mixgcn.hdl.output_stage import OutputPath, engine_status_members, output_layout
 
 __all__ = ["SAELayouts", "SAEOp", "SparseAggregationEngine"]
 
@@ -78,21 +78,13 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
             raise TypeError(f"expected an SAEConfig, got {config!r}")
         self.config = c = config
         SAELayouts.__init__(self, c)
-        cw = c.counter_width
         super().__init__({
             "cmd": In(stream.Signature(self.cmd_layout)),
             "x": In(stream.Signature(self.x_layout)),
             "csr": In(stream.Signature(self.csr_layout)),
             "mask": In(stream.Signature(unsigned(c.lanes))),
             "out": Out(stream.Signature(self.out_layout)),
-            "idle": Out(1),
-            "busy_cycles": Out(unsigned(cw)),
-            "starved_cycles": Out(unsigned(cw)),
-            "blocked_cycles": Out(unsigned(cw)),
-            "op_cycles": Out(unsigned(cw)),
-            "load_cycles": Out(unsigned(cw)),
-            "max_abs": Out(unsigned(c.acc_width)),
-            "saturated": Out(unsigned(32)),
+            **engine_status_members(c.counter_width, c.acc_width, extra=("load_cycles",)),
         })
 
     def elaborate(self, platform):
@@ -101,18 +93,10 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         m = Module()
 
         # ------------------------------------------------------------ submodules
-        m.submodules.stage = stage = OutputStage(lanes=L, width=c.width, acc_width=c.acc_width)
-        m.submodules.fifo = ofifo = fifo.SyncFIFOBuffered(
-            width=self.out_layout.size, depth=c.out_fifo_depth)
-        m.d.comb += [
-            ofifo.w_stream.valid.eq(stage.o.valid),
-            ofifo.w_stream.payload.eq(stage.o.payload),
-            stage.o.ready.eq(ofifo.w_stream.ready),
-            self.out.valid.eq(ofifo.r_stream.valid),
-            self.out.payload.eq(ofifo.r_stream.payload),
-            ofifo.r_stream.ready.eq(self.out.ready),
-            self.max_abs.eq(stage.max_abs), self.saturated.eq(stage.saturated),
-        ]
+        m.submodules.out = path = OutputPath(
+            lanes=L, width=c.width, acc_width=c.acc_width, depth=c.out_fifo_depth)
+        wiring.connect(m, path.o, wiring.flipped(self.out))
+        m.d.comb += [self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated)]
 
         # feature buffer: one read port per pipeline (on an FPGA, synthesis makes a
         # block-RAM replica per port), address = {bank, row}
@@ -146,14 +130,8 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         relu = Signal()
         mask_en = Signal()
         flushing = Signal()
-        m.d.comb += [stage.shift.eq(shift), stage.relu.eq(relu), stage.mask_en.eq(mask_en)]
-
-        # output credit, as in the DCE: rows in flight never exceed the FIFO's depth
-        inflight = Signal(range(c.out_fifo_depth + 1))
-        commit = Signal()
-        leave = self.out.valid & self.out.ready
-        credit = inflight < c.out_fifo_depth
-        m.d.sync += inflight.eq(inflight + commit - leave)
+        m.d.comb += [path.shift.eq(shift), path.relu.eq(relu), path.mask_en.eq(mask_en)]
+        commit, credit = path.commit, path.credit  # as in the DCE
 
         beat = self.csr.payload
         row_first = Signal(init=1)  # the next beat starts a row
@@ -213,13 +191,13 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
 
         # the finished row enters the output stage the cycle after its last sum
         # (a following row's first beat overwrites acc only at the end of that cycle)
-        feed = Signal(stage.in_layout)
+        feed = Signal(path.in_layout)
         feed_valid = Signal()
         m.d.sync += feed_valid.eq(acc_done)
         with m.If(acc_done):
             m.d.sync += [feed.acc[l].eq(acc[l]) for l in range(L)]
             m.d.sync += [feed.mask.eq(acc_mask), feed.last.eq(acc_last)]
-        m.d.comb += [stage.i.valid.eq(feed_valid), stage.i.payload.eq(feed)]
+        m.d.comb += [path.i_valid.eq(feed_valid), path.i.eq(feed)]
         pipeline_empty = ~(s1_valid | s2_valid | s3_valid | acc_done | feed_valid)
 
         # the compute unit finishes when its rows are in and the pipeline has drained
@@ -241,7 +219,7 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
                 m.d.sync += [spmm_busy.eq(1), spmm_bank.eq(p.bank), rows_left.eq(p.rows),
                              shift.eq(p.shift), relu.eq(p.relu), mask_en.eq(p.mask),
                              row_first.eq(1), self.op_cycles.eq(0)]
-                m.d.comb += stage.clear.eq(1)
+                m.d.comb += path.clear.eq(1)
         m.d.comb += self.idle.eq(~load_busy & ~spmm_busy)
 
         # -------------------------------------------------------------- counters

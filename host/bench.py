@@ -66,27 +66,27 @@ def _run_harness(kind: str, harness, config, cases: list[dict], extra: dict | No
 
     from mixgcn.sim.runner import config_env, run_cocotb
 
-    src = verilog.convert(harness, name=f"{kind}_harness", emit_src=False)
+    src = verilog.convert(harness, name="harness", emit_src=False)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "results.json"
         env = config_env("MIXGCN_ENGINE_CONFIG", config)
         env.update(MIXGCN_BENCH_KIND=kind, MIXGCN_BENCH_CASES=json.dumps(cases),
                    MIXGCN_BENCH_OUT=str(out), **(extra or {}))
-        run_cocotb(src, f"{kind}_harness", "mixgcn.sim.bench_harness", extra_env=env)
+        run_cocotb(src, "harness", "mixgcn.sim.bench_harness", extra_env=env)
         return json.loads(out.read_text())
 
 
 def bench_dce(preset: str = "default") -> tuple[dict, list[str]]:
     """DCE utilisation = useful MACs / (MACs × cycles), simulated RTL, no backpressure."""
     from mixgcn.gen.config import DCE_PRESETS
-    from mixgcn.sim.harness import DCEHarness
+    from mixgcn.sim.harness import Harness, dce_feed
 
     cfg = DCE_PRESETS[preset]
     cases = dce_cases(cfg)
     _log(f"dce: building the {preset} harness ({cfg.rows}x{cfg.cols}) and running "
          f"{len(cases)} cases")
     depth = 4096
-    results = _run_harness("dce", DCEHarness(cfg, depth), cfg, cases,
+    results = _run_harness("dce", Harness([dce_feed(cfg, depth)]), cfg, cases,
                            dict(MIXGCN_HARNESS_DEPTH=str(depth)))
     for r in results:
         r["fill_drain_cycles"] = r["cycles"] - r["steady_cycles"] - r["weight_load_cycles"]
@@ -128,7 +128,7 @@ def bench_sae(preset: str = "default") -> tuple[dict, list[str]]:
     import tempfile
 
     from mixgcn.gen.config import SAE_PRESETS
-    from mixgcn.sim.harness import SAEHarness
+    from mixgcn.sim.harness import Harness, sae_feed
 
     base = SAE_PRESETS[preset]
     graphs = sae_graphs()
@@ -147,7 +147,7 @@ def bench_sae(preset: str = "default") -> tuple[dict, list[str]]:
             depth = 1 << (beats - 1).bit_length()
             _log(f"sae: E={edges}: building the harness ({cfg.lanes} lanes, {depth}-beat CSR "
                  f"memory) and running {len(cases)} cases")
-            results += _run_harness("sae", SAEHarness(cfg, csr_depth=depth), cfg, cases)
+            results += _run_harness("sae", Harness([sae_feed(cfg, depth)]), cfg, cases)
     keys = {}
     for e in (1, 4):
         (r,) = [r for r in results

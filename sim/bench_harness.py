@@ -12,51 +12,17 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
+from cocotb.triggers import ClockCycles
 
 from mixgcn.gen.config import DCEConfig, SAEConfig
 from mixgcn.golden import fixed
+from mixgcn.sim.feed_driver import run_feed
 
 KIND = os.environ.get("MIXGCN_BENCH_KIND", "dce")
-
-
-async def run_case(dut, layouts, images: dict, rows_expected: int, out_period: int,
-                   out_layout, lanes: int):
-    """Load ``images`` (stream -> (words, count, period)), run, return the measurements
-    and the last ``out_period`` output rows (``lanes`` values each)."""
-    for name, (words, count, period) in images.items():
-        handle = getattr(dut, f"{name}_src").mem
-        for i, w in enumerate(words):
-            handle[i].value = layouts[name].const(w).as_bits()
-        getattr(dut, f"{name}_count").value = count
-        getattr(dut, f"{name}_period").value = period
-    dut.out_period.value = out_period
-    dut.rows_expected.value = rows_expected
-    names = ("busy_cycles", "starved_cycles", "blocked_cycles")
-    before = {c: int(getattr(dut, c).value) for c in names}
-    dut.start.value = 1
-    await RisingEdge(dut.clk)
-    dut.start.value = 0
-    await RisingEdge(dut.clk)
-    t0 = time.perf_counter()
-    budget = 50 * sum(count for _, count, _ in images.values()) + 100 * rows_expected + 10_000
-    limit = Timer(budget * 10, unit="ns")
-    if not int(dut.done.value):
-        fired = await First(RisingEdge(dut.done), limit)
-        assert fired is not limit, "timed out"
-    wall = time.perf_counter() - t0
-    await RisingEdge(dut.clk)
-    mem = dut.out_sink.mem
-    rows = np.array([[int(v) for v in out_layout.from_bits(int(mem[i].value)).data]
-                     for i in range(out_period)])[:, :lanes]
-    result = dict(cycles=int(dut.elapsed.value), sim_seconds=wall)
-    result.update({c: int(getattr(dut, c).value) - before[c] for c in names})
-    return result, rows
 
 
 def _dce_case(cfg, layouts, case, rng):
@@ -144,9 +110,10 @@ async def bench(dut):
     layouts = {"cmd": lay.cmd_layout}
     layouts.update({k: getattr(lay, f"{k}_layout") for k in ("a", "b", "x", "csr")
                     if hasattr(lay, f"{k}_layout")})
+    layouts["mask"] = None
     rng = np.random.default_rng(0)
     Clock(dut.clk, 10, unit="ns").start()
-    dut.start.value = 0
+    getattr(dut, f"{KIND}_start").value = 0
     dut.rst.value = 1
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
@@ -154,7 +121,8 @@ async def bench(dut):
     for case in json.loads(os.environ["MIXGCN_BENCH_CASES"]):
         images, want, rows, macs, info, units = make_case(cfg, layouts, case, rng)
         m = info.get("m", lanes)
-        res, got = await run_case(dut, layouts, images, rows, len(want), lay.out_layout, m)
+        res, got = await run_feed(dut, KIND, layouts, images, rows, lay.out_layout, m,
+                                  out_period=len(want))
         verified = bool(np.array_equal(got, want[:, :m]))
         assert verified, f"{case}: output differs from the golden model"
         res.update(info, verified=verified, utilisation=macs / (units * res["cycles"]))

@@ -1,7 +1,8 @@
 """Simulation harnesses that feed an engine from memories, so long runs need no Python
 in the per-cycle loop: the testbench loads the memories in bulk (the simulator's
 memory handles), sets word counts, pulses ``start`` and waits for ``done``; commands
-come from a memory too, and output rows land in ``out_mem``.
+come from a memory too, and output rows land in a sink memory. One harness may hold
+several engines (the RTL training backend drives an SAE and a DCE).
 
 A source reads ``count`` words, wrapping to address 0 every ``period`` words, so a
 stream may replay its memory (the CSR of every pass, the same X slice each pass).
@@ -18,7 +19,7 @@ from mixgcn.gen.config import DCEConfig, SAEConfig
 from mixgcn.hdl.dce import DenseCombinationEngine
 from mixgcn.hdl.sae import SparseAggregationEngine
 
-__all__ = ["DCEHarness", "MemorySink", "MemorySource", "SAEHarness"]
+__all__ = ["Harness", "MemorySink", "MemorySource", "dce_feed", "sae_feed"]
 
 
 def _next(addr, period):
@@ -82,72 +83,91 @@ class MemorySink(wiring.Component):
         return m
 
 
-class _Harness(wiring.Component):
-    """An engine whose input streams come from :class:`MemorySource` s (named
-    ``<stream>_src``), whose output goes to a :class:`MemorySink` (``out_sink``)."""
+class _Feed:
+    """One engine with :class:`MemorySource` s on its inputs (``cmd``, its data streams and
+    ``mask``) and a :class:`MemorySink` on ``out``; its harness ports are named
+    ``<prefix>_<port>``."""
 
-    def __init__(self, engine, sources: dict, out_depth: int, cmd_depth: int = 64):
-        self.engine = engine
+    STATUS = ("busy_cycles", "starved_cycles", "blocked_cycles", "op_cycles",
+              "max_abs", "saturated")
+
+    def __init__(self, prefix: str, engine, sources: dict, out_depth: int, cmd_depth: int):
+        self.prefix, self.engine = prefix, engine
         self.sources = {"cmd": MemorySource(engine.cmd_layout, cmd_depth)}
         self.sources.update({name: MemorySource(layout, depth)
                              for name, (layout, depth) in sources.items()})
         self.sink = MemorySink(engine.out_layout, out_depth)
-        cw = engine.config.counter_width
-        members = {f"{n}_{p}": In(32) for n in self.sources for p in ("count", "period")}
-        members.update({
-            "out_period": In(32), "rows_expected": In(32), "start": In(1),
-            "done": Out(1), "elapsed": Out(unsigned(cw)),
-            "busy_cycles": Out(unsigned(cw)), "starved_cycles": Out(unsigned(cw)),
-            "blocked_cycles": Out(unsigned(cw)),
-        })
+
+    def members(self) -> dict:
+        p, c = self.prefix, self.engine.config
+        members = {f"{p}_{n}_{q}": In(32) for n in self.sources for q in ("count", "period")}
+        members.update({f"{p}_out_period": In(32), f"{p}_rows_expected": In(32),
+                        f"{p}_start": In(1), f"{p}_done": Out(1),
+                        f"{p}_elapsed": Out(unsigned(c.counter_width))})
+        for name in self.STATUS:
+            members[f"{p}_{name}"] = Out(len(getattr(self.engine, name)))
+        return members
+
+    def elaborate(self, m: Module, ports):
+        p, engine = self.prefix, self.engine
+
+        def port(name):
+            return getattr(ports, f"{p}_{name}")
+
+        m.submodules[f"{p}_engine"] = engine
+        for name, src in self.sources.items():
+            m.submodules[f"{p}_{name}_src"] = src
+            wiring.connect(m, src.o, getattr(engine, name))
+            m.d.comb += [src.count.eq(port(f"{name}_count")),
+                         src.period.eq(port(f"{name}_period")), src.start.eq(port("start"))]
+        m.submodules[f"{p}_out_sink"] = sink = self.sink
+        wiring.connect(m, engine.out, sink.i)
+        m.d.comb += [sink.period.eq(port("out_period")), sink.start.eq(port("start"))]
+        for name in self.STATUS:
+            m.d.comb += port(name).eq(getattr(engine, name))
+
+        running, elapsed, expected = Signal(name=f"{p}_running"), port("elapsed"), \
+            port("rows_expected")
+        m.d.comb += port("done").eq(~running & (sink.received == expected))
+        with m.If(port("start")):
+            m.d.sync += [running.eq(0), elapsed.eq(0)]
+        with m.Elif(engine.cmd.valid & engine.cmd.ready & ~running
+                    & (sink.received != expected)):
+            m.d.sync += [running.eq(1), elapsed.eq(1)]
+        with m.Elif(running):
+            m.d.sync += elapsed.eq(elapsed + 1)
+            with m.If(engine.out.valid & (sink.received + 1 == expected)):
+                m.d.sync += running.eq(0)
+
+
+class Harness(wiring.Component):
+    """Engines fed from memories, side by side (see :class:`_Feed` for the ports)."""
+
+    def __init__(self, feeds: list[_Feed]):
+        self.feeds = feeds
+        members = {}
+        for f in feeds:
+            members.update(f.members())
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.engine = engine = self.engine
-        for name, src in self.sources.items():
-            m.submodules[f"{name}_src"] = src
-            wiring.connect(m, src.o, getattr(engine, name))
-            m.d.comb += [src.count.eq(getattr(self, f"{name}_count")),
-                         src.period.eq(getattr(self, f"{name}_period")),
-                         src.start.eq(self.start)]
-        m.submodules.out_sink = sink = self.sink
-        wiring.connect(m, engine.out, sink.i)
-        m.d.comb += [sink.period.eq(self.out_period), sink.start.eq(self.start)]
-        for c in ("busy_cycles", "starved_cycles", "blocked_cycles"):
-            m.d.comb += getattr(self, c).eq(getattr(engine, c))
-        if hasattr(engine, "mask"):  # no ReLU' masks in the benchmarks
-            m.d.comb += [engine.mask.valid.eq(1), engine.mask.payload.eq(0)]
-
-        running = Signal()
-        m.d.comb += self.done.eq(~running & (sink.received == self.rows_expected))
-        with m.If(self.start):
-            m.d.sync += [running.eq(0), self.elapsed.eq(0)]
-        with m.Elif(engine.cmd.valid & engine.cmd.ready & ~running
-                    & (sink.received != self.rows_expected)):
-            m.d.sync += [running.eq(1), self.elapsed.eq(1)]
-        with m.Elif(running):
-            m.d.sync += self.elapsed.eq(self.elapsed + 1)
-            with m.If(engine.out.valid & (sink.received + 1 == self.rows_expected)):
-                m.d.sync += running.eq(0)
+        for f in self.feeds:
+            f.elaborate(m, self)
         return m
 
 
-class DCEHarness(_Harness):
-    """The DCE fed by ``cmd_src``, ``a_src`` and ``b_src``."""
-
-    def __init__(self, config: DCEConfig, depth: int = 4096):
-        engine = DenseCombinationEngine(config)
-        super().__init__(engine, {"a": (engine.a_layout, depth), "b": (engine.b_layout, depth)},
-                         out_depth=depth)
+def dce_feed(config: DCEConfig, depth: int = 4096, prefix: str = "dce") -> _Feed:
+    """The DCE fed by ``cmd``, ``a``, ``b`` and ``mask`` sources, each ``depth`` words."""
+    e = DenseCombinationEngine(config)
+    return _Feed(prefix, e, {"a": (e.a_layout, depth), "b": (e.b_layout, depth),
+                             "mask": (unsigned(config.cols), depth)}, depth, 64)
 
 
-class SAEHarness(_Harness):
-    """The SAE fed by ``cmd_src``, ``x_src`` and ``csr_src``."""
-
-    def __init__(self, config: SAEConfig, x_depth: int | None = None, csr_depth: int = 1 << 16):
-        engine = SparseAggregationEngine(config)
-        x_depth = x_depth or config.max_nodes
-        super().__init__(engine, {"x": (engine.x_layout, x_depth),
-                                  "csr": (engine.csr_layout, csr_depth)},
-                         out_depth=x_depth)
+def sae_feed(config: SAEConfig, csr_depth: int = 1 << 16, prefix: str = "sae") -> _Feed:
+    """The SAE fed by ``cmd``, ``x``, ``csr`` and ``mask`` sources (rows: the buffer's
+    ``max_nodes``; beats: ``csr_depth``)."""
+    e = SparseAggregationEngine(config)
+    n = config.max_nodes
+    return _Feed(prefix, e, {"x": (e.x_layout, n), "csr": (e.csr_layout, csr_depth),
+                             "mask": (unsigned(config.lanes), n)}, n, 64)

@@ -10,7 +10,7 @@ import pytest
 
 from mixgcn.gen.config import DCE_PRESETS, SAE_PRESETS
 from mixgcn.host.bench import _run_harness
-from mixgcn.sim.harness import DCEHarness, SAEHarness
+from mixgcn.sim.harness import Harness, dce_feed, sae_feed
 
 
 @pytest.mark.sim
@@ -18,7 +18,7 @@ def test_dce_harness_small():
     cfg = DCE_PRESETS["tiny"]
     cases = [dict(op="xw", n=50, k=7, m=3), dict(op="xwt", n=20, k=5, m=2),
              dict(op="xtg", n=40, k=2, m=3)]
-    results = _run_harness("dce", DCEHarness(cfg, 64), cfg, cases,
+    results = _run_harness("dce", Harness([dce_feed(cfg, 64)]), cfg, cases,
                            dict(MIXGCN_HARNESS_DEPTH="64"))
     assert [r["op"] for r in results] == ["xw", "xwt", "xtg"]
     for r in results:
@@ -41,7 +41,7 @@ def test_sae_harness_small(tmp_path):
     path = tmp_path / "g.npz"
     np.savez(path, data=s.data, indices=s.indices, indptr=s.indptr, shape=np.array(s.shape))
     cases = [dict(name="g", graph=str(path), passes=p) for p in (1, 3)]
-    results = _run_harness("sae", SAEHarness(cfg, csr_depth=256), cfg, cases)
+    results = _run_harness("sae", Harness([sae_feed(cfg, 256)]), cfg, cases)
     for r in results:
         assert r["verified"] and r["nnz"] == s.nnz
         assert r["cycles"] >= r["ideal_cycles"]

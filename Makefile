@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(PY) -m pytest -W error
 
+# The main job: train on the simulated engines (the first run also builds them).
 demo: $(STAMP)
-	$(VENV)/bin/mixgcn train --dataset synthetic --precision fixed16 --epochs 100 \
+	$(VENV)/bin/mixgcn train --backend rtl --dataset synthetic --epochs 25 \
 		--json build/demo.json
 
 verilog: $(STAMP)

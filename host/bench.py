@@ -8,6 +8,7 @@ Each section returns ``(keys, table_rows)``; keys are merged into the results ob
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -166,7 +167,34 @@ def bench_sae(preset: str = "default") -> tuple[dict, list[str]]:
     return keys, rows
 
 
-SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae}
+def bench_rtl() -> tuple[dict, list[str]]:
+    """Training on the simulated engines: cycles and wall time of a Cora epoch (the
+    engine-level backend: kernels one after another, no SAE/DCE overlap yet)."""
+    from mixgcn.golden.gcn import GCNConfig
+    from mixgcn.sim.rtl_backend import train_rtl
+
+    try:
+        load_dataset("cora", default_data_dir())
+    except DatasetError as e:
+        _log(f"rtl skipped: {e}")
+        return {}, ["RTL backend: skipped (no Cora)"]
+    epochs = 3
+    _log(f"rtl: {epochs} Cora epochs on the simulated engines")
+    r = train_rtl(dict(dataset="cora", data_dir=str(default_data_dir()), quiet=True,
+                       config=dataclasses.asdict(GCNConfig(epochs=epochs))))
+    cycles = r["epoch_cycles"][-1]
+    seconds = r["epoch_seconds_median"]
+    keys = dict(cora_epoch_cycles=cycles, rtl_cora_epoch_seconds=seconds,
+                rtl_cycles_per_second=cycles / seconds, rtl_level="engines, sequential kernels")
+    per_op = ", ".join(f"{k} {v:,}" for k, v in sorted(r["cycles_per_op"].items()))
+    rows = ["RTL backend (engine level: kernels one after another), Cora",
+            f"  cycles per epoch {cycles:,}; wall {seconds:.2f} s per epoch "
+            f"({cycles / seconds:,.0f} simulated cycles/s)",
+            f"  all {epochs} epochs + evaluation, by kernel kind: {per_op}"]
+    return keys, rows
+
+
+SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": bench_rtl}
 
 
 def main(argv: list[str] | None = None) -> int:

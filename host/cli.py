@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -22,8 +23,11 @@ def _parser() -> argparse.ArgumentParser:
                         "classes=C,homophily=H,seed=S] | PATH.npz (default: synthetic)")
     t.add_argument("--data-dir", default=None,
                    help="Planetoid folder (default: $MIXGCN_DATA, then ./data/planetoid)")
-    t.add_argument("--backend", default="golden", choices=sorted(BACKENDS))
-    t.add_argument("--precision", default="float32", choices=PRECISIONS)
+    t.add_argument("--backend", default="golden", choices=[*sorted(BACKENDS), "rtl"],
+                   help="golden: the numpy model; rtl: every SpMM/GEMM on the simulated "
+                        "engines (Verilator; fixed16 only)")
+    t.add_argument("--precision", default=None, choices=PRECISIONS,
+                   help="default: float32 on golden, fixed16 on rtl")
     d = GCNConfig()
     t.add_argument("--layers", type=int, default=d.layers)
     t.add_argument("--hidden", type=int, default=d.hidden)
@@ -38,11 +42,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _progress(every: int):
+def progress_printer(epochs: int, backend=None):
+    """A progress callback printing about ten lines per run (every epoch on short runs),
+    with the simulated cycles so far when ``backend`` counts them."""
+    every = max(1, epochs // 10) if epochs > 20 else 1
+
     def report(s: dict) -> None:
         if s["epoch"] % every == 0 or s["epoch"] == s["epochs"]:
+            cycles = ""
+            if backend is not None and hasattr(backend, "summary"):
+                cycles = f"  {backend.summary()['cycles']:,} cycles"
             print(f"  epoch {s['epoch']:>5}/{s['epochs']}  loss {s['loss']:.4f}  "
-                  f"train acc {s['train_accuracy']:.3f}  ({s['seconds'] * 1e3:.1f} ms)",
+                  f"train acc {s['train_accuracy']:.3f}  ({s['seconds'] * 1e3:.1f} ms){cycles}",
                   file=sys.stderr, flush=True)
     return report
 
@@ -58,17 +69,30 @@ def cmd_train(args) -> int:
         dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     except DatasetError as e:
         raise SystemExit(f"mixgcn: {e}") from None
+    precision = args.precision or ("fixed16" if args.backend == "rtl" else "float32")
+    if args.backend == "rtl" and precision != "fixed16":
+        raise SystemExit(f"mixgcn: the rtl backend computes in fixed point: "
+                         f"--precision {precision} is not available (use fixed16)")
     print(f"mixgcn: {dataset.summary()}", file=sys.stderr)
     print(f"mixgcn: training {config.layers}-layer GCN, hidden {config.hidden}, "
-          f"{args.precision} on {args.backend}, {config.epochs} epochs, seed {config.seed}",
+          f"{precision} on {args.backend}, {config.epochs} epochs, seed {config.seed}",
           file=sys.stderr)
-    every = max(1, config.epochs // 10)
-    result = train(dataset, config, precision=args.precision, backend=args.backend,
-                   progress=None if args.quiet else _progress(every))
+    if args.backend == "rtl":
+        from mixgcn.sim.rtl_backend import train_rtl
+
+        result = train_rtl(dict(dataset=args.dataset, data_dir=args.data_dir,
+                                config=dataclasses.asdict(config), quiet=args.quiet))
+    else:
+        result = train(dataset, config, precision=precision, backend=args.backend,
+                       progress=None if args.quiet else progress_printer(config.epochs))
     print(f"accuracy: train {result['train_accuracy']:.4f}  val {result['val_accuracy']:.4f}  "
           f"test {result['test_accuracy']:.4f}")
     print(f"wall time: {result['wall_seconds']:.2f} s "
           f"({result['epoch_seconds_median'] * 1e3:.1f} ms/epoch)")
+    if "cycles" in result:
+        per_op = ", ".join(f"{k} {v:,}" for k, v in sorted(result["cycles_per_op"].items()))
+        print(f"simulated cycles: {result['cycles']:,} (SAE busy {result['sae_busy_cycles']:,}, "
+              f"DCE busy {result['dce_busy_cycles']:,}; {per_op})")
     print(f"weights sha256: {result['weights_sha256']}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -29,24 +29,28 @@ def normalize_features(x: sp.csr_array) -> sp.csr_array:
     return sp.csr_array(sp.diags_array(inv) @ x, dtype=np.float32)
 
 
-def make_ops(precision: str, backend: str):
+def make_ops(precision: str, backend="golden"):
+    """The arithmetic of a run: float kernels, or fixed-point kernels on ``backend`` (a
+    name from :data:`BACKENDS`, or a backend object such as the RTL's)."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: expected one of {PRECISIONS}")
-    if backend not in BACKENDS:
+    name = backend if isinstance(backend, str) else backend.name
+    if isinstance(backend, str) and backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: expected one of {sorted(BACKENDS)}")
     if precision.startswith("float"):
-        if backend != "golden":
-            raise ValueError(
-                f"backend {backend!r} computes in fixed point: use --precision fixed16")
+        if name != "golden":
+            raise ValueError(f"backend {name!r} computes in fixed point: use --precision fixed16")
         return FloatOps(np.dtype(precision))
-    return FixedOps(BACKENDS[backend](NumberFormat(width=16)))
+    if isinstance(backend, str):
+        backend = BACKENDS[backend](NumberFormat(width=16))
+    return FixedOps(backend)
 
 
 def train(
     dataset: Dataset,
     config: GCNConfig = GCNConfig(),
     precision: str = "float32",
-    backend: str = "golden",
+    backend="golden",
     progress: Callable[[dict], None] | None = None,
 ) -> dict:
     """Train a GCN on ``dataset``; return the run's metrics (the CLI's JSON keys).
@@ -89,7 +93,7 @@ def train(
         edges=dataset.num_edges,
         features=dataset.num_features,
         classes=dataset.num_classes,
-        backend=backend,
+        backend=backend if isinstance(backend, str) else backend.name,
         precision=precision,
         epochs=config.epochs,
         seed=config.seed,

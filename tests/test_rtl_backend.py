@@ -43,3 +43,16 @@ def test_rtl_matches_golden_fixed16_on_cora(tmp_path, cora_dir):
 def test_rtl_refuses_float_precision():
     with pytest.raises(SystemExit, match="--precision float32 is not available"):
         main(["train", "--backend", "rtl", "--precision", "float32", "--epochs", "1"])
+
+
+def test_rtl_arguments_are_absolute(tmp_path, monkeypatch):
+    from mixgcn.golden.gcn import GCNConfig
+    from mixgcn.host.cli import _parser, rtl_arguments
+
+    monkeypatch.chdir(tmp_path)
+    args = _parser().parse_args(["train", "--backend", "rtl", "--dataset", "g.npz",
+                                 "--data-dir", "planetoid"])
+    r = rtl_arguments(args, GCNConfig(epochs=3))
+    assert r["dataset"] == str(tmp_path / "g.npz")
+    assert r["data_dir"] == str(tmp_path / "planetoid")
+    assert r["config"]["epochs"] == 3

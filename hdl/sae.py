@@ -11,12 +11,13 @@ Streams (payloads are ``lib.data`` layouts):
 - ``cmd`` — ``LOAD`` (fill a bank of the feature buffer with ``rows`` rows from ``x``)
   or ``SPMM`` (compute ``rows`` output rows from a bank);
 - ``x`` — rows of the dense operand, L values a word, rows 0, 1, ... of the bank;
-- ``csr`` — S in row order as *beats* of up to E (column, value) pairs; the first
-  ``count`` pairs of a beat are valid, all belong to one row, and ``last`` ends the
-  row. A row of degree d takes ⌈d/E⌉ beats; an empty row is one beat with
-  ``count = 0, last = 1``. Within a row the pairs are split over the E pipelines by
-  position, so one row of ten thousand non-zeros keeps every pipeline busy (work is
-  divided by non-zeros, not by rows). :func:`mixgcn.sim.sae_model.csr_beats` makes
+- ``csr`` — S in row order as *beats* of up to E (column, value) pairs, packed across
+  row boundaries: the first ``count`` pairs are valid; a beat with ``last`` ends a row
+  after its first ``split`` pairs, the pairs after them opening the next row. A beat
+  ends at most one row, so an empty row costs one beat and a row of degree d about d/E.
+  The pairs are spread over the E pipelines by position, whatever their rows: one row
+  of ten thousand non-zeros keeps every pipeline busy, and so do many short ones (work
+  is divided by non-zeros, not by rows). :func:`mixgcn.sim.sae_model.csr_beats` makes
   beats from a CSR matrix;
 - ``mask`` — L bits an output row, read when the command sets ``mask`` (ReLU');
 - ``out`` — output rows of L values, in row order; ``last`` marks the final row.
@@ -66,6 +67,7 @@ class SAELayouts:
             "col": data.ArrayLayout(range(c.max_nodes), c.edges),
             "val": data.ArrayLayout(signed(c.width), c.edges),
             "count": range(c.edges + 1),
+            "split": range(c.edges + 1),
             "last": 1,
         })
         self.out_layout = output_layout(c.width, c.lanes)
@@ -130,11 +132,11 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         relu = Signal()
         mask_en = Signal()
         flushing = Signal()
+        start_spmm = Signal()  # a SPMM command is accepted: its rows start from zero
         m.d.comb += [path.shift.eq(shift), path.relu.eq(relu), path.mask_en.eq(mask_en)]
         commit, credit = path.commit, path.credit  # as in the DCE
 
         beat = self.csr.payload
-        row_first = Signal(init=1)  # the next beat starts a row
         need_mask = mask_en & beat.last
         inputs_ok = self.csr.valid & (~need_mask | self.mask.valid)
         room = ~beat.last | credit
@@ -145,60 +147,62 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
                      commit.eq(accept & beat.last)]
         for e in range(E):
             m.d.comb += reads[e].addr.eq(Mux(spmm_bank, c.max_nodes, 0) + beat.col[e])
-        with m.If(accept):
-            m.d.sync += row_first.eq(beat.last)
-            with m.If(beat.last):
-                m.d.sync += rows_left.eq(rows_left - 1)
+        with m.If(accept & beat.last):
+            m.d.sync += rows_left.eq(rows_left - 1)
 
-        # s1: the gathered rows arrive from the buffer; s2: products; s3: beat sum;
-        # then the row accumulator
-        # `final`: this beat ends the command's last row
-        s1_valid, s1_first, s1_last, s1_final = Signal(), Signal(), Signal(), Signal()
+        # s1: the gathered rows arrive from the buffer; s2: products; s3: the beat's two
+        # partial sums — `lo`, pairs before `split` (the rest of the row that ends here, or
+        # the whole beat when no row ends), and `hi`, pairs after it (the next row's head).
+        # `final`: this beat ends the command's last row.
+        s1_valid, s1_last, s1_final = Signal(), Signal(), Signal()
         s1_val = Signal(data.ArrayLayout(signed(c.width), E))
+        s1_lo = Signal(E)
         s1_mask = Signal(L)
-        m.d.sync += [s1_valid.eq(accept), s1_first.eq(row_first), s1_last.eq(beat.last),
+        m.d.sync += [s1_valid.eq(accept), s1_last.eq(beat.last),
                      s1_final.eq(beat.last & (rows_left == 1)),
                      s1_mask.eq(Mux(mask_en, self.mask.payload, 0))]
         for e in range(E):  # pairs past `count` contribute nothing
-            m.d.sync += s1_val[e].eq(Mux(e < beat.count, beat.val[e], 0))
+            m.d.sync += [s1_val[e].eq(Mux(e < beat.count, beat.val[e], 0)),
+                         s1_lo[e].eq(~beat.last | (e < beat.split))]
 
-        s2_valid, s2_first, s2_last, s2_final = Signal(), Signal(), Signal(), Signal()
+        s2_valid, s2_last, s2_final = Signal(), Signal(), Signal()
+        s2_lo = Signal(E)
         s2_mask = Signal(L)
         prod = [[Signal(signed(2 * c.width), name=f"p{e}_{l}") for l in range(L)]
                 for e in range(E)]
-        m.d.sync += [s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last),
-                     s2_final.eq(s1_final), s2_mask.eq(s1_mask)]
+        m.d.sync += [s2_valid.eq(s1_valid), s2_last.eq(s1_last), s2_final.eq(s1_final),
+                     s2_lo.eq(s1_lo), s2_mask.eq(s1_mask)]
         for e in range(E):
             for l in range(L):
                 m.d.sync += prod[e][l].eq(reads[e].data[l] * s1_val[e])
 
-        s3_valid, s3_first, s3_last, s3_final = Signal(), Signal(), Signal(), Signal()
+        s3_valid, s3_last, s3_final = Signal(), Signal(), Signal()
         s3_mask = Signal(L)
-        beat_sum = [Signal(signed(2 * c.width + E.bit_length()), name=f"bsum{l}")
-                    for l in range(L)]
-        m.d.sync += [s3_valid.eq(s2_valid), s3_first.eq(s2_first), s3_last.eq(s2_last),
-                     s3_final.eq(s2_final), s3_mask.eq(s2_mask)]
+        sum_width = 2 * c.width + E.bit_length()
+        lo_sum = [Signal(signed(sum_width), name=f"lo{l}") for l in range(L)]
+        hi_sum = [Signal(signed(sum_width), name=f"hi{l}") for l in range(L)]
+        m.d.sync += [s3_valid.eq(s2_valid), s3_last.eq(s2_last), s3_final.eq(s2_final),
+                     s3_mask.eq(s2_mask)]
         for l in range(L):
-            m.d.sync += beat_sum[l].eq(sum(prod[e][l] for e in range(E)))
+            m.d.sync += [lo_sum[l].eq(sum(Mux(s2_lo[e], prod[e][l], 0) for e in range(E))),
+                         hi_sum[l].eq(sum(Mux(s2_lo[e], 0, prod[e][l]) for e in range(E)))]
 
+        # acc holds the open row's partial sum. A beat that ends a row sends acc + lo to
+        # the output stage and keeps hi (the next row's head); any other beat adds lo.
         acc = [Signal(signed(c.acc_width), name=f"acc{l}") for l in range(L)]
-        acc_done, acc_last = Signal(), Signal()
-        acc_mask = Signal(L)
-        m.d.sync += acc_done.eq(s3_valid & s3_last)
-        with m.If(s3_valid):
-            m.d.sync += [acc[l].eq(Mux(s3_first, 0, acc[l]) + beat_sum[l]) for l in range(L)]
-            m.d.sync += [acc_last.eq(s3_final), acc_mask.eq(s3_mask)]
-
-        # the finished row enters the output stage the cycle after its last sum
-        # (a following row's first beat overwrites acc only at the end of that cycle)
         feed = Signal(path.in_layout)
         feed_valid = Signal()
-        m.d.sync += feed_valid.eq(acc_done)
-        with m.If(acc_done):
-            m.d.sync += [feed.acc[l].eq(acc[l]) for l in range(L)]
-            m.d.sync += [feed.mask.eq(acc_mask), feed.last.eq(acc_last)]
+        m.d.sync += feed_valid.eq(s3_valid & s3_last)
+        with m.If(s3_valid & s3_last):
+            m.d.sync += [feed.acc[l].eq(acc[l] + lo_sum[l]) for l in range(L)]
+            m.d.sync += [feed.mask.eq(s3_mask), feed.last.eq(s3_final)]
+            m.d.sync += [acc[l].eq(hi_sum[l]) for l in range(L)]
+        with m.Elif(s3_valid):
+            m.d.sync += [acc[l].eq(acc[l] + lo_sum[l]) for l in range(L)]
+        with m.If(start_spmm):
+            m.d.sync += [acc[l].eq(0) for l in range(L)]
         m.d.comb += [path.i_valid.eq(feed_valid), path.i.eq(feed)]
-        pipeline_empty = ~(s1_valid | s2_valid | s3_valid | acc_done | feed_valid)
+        pipeline_empty = ~(s1_valid | s2_valid | s3_valid | feed_valid)
 
         # the compute unit finishes when its rows are in and the pipeline has drained
         with m.If(spmm_busy & (rows_left == 0)):
@@ -218,8 +222,8 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
             with m.Else():
                 m.d.sync += [spmm_busy.eq(1), spmm_bank.eq(p.bank), rows_left.eq(p.rows),
                              shift.eq(p.shift), relu.eq(p.relu), mask_en.eq(p.mask),
-                             row_first.eq(1), self.op_cycles.eq(0)]
-                m.d.comb += path.clear.eq(1)
+                             self.op_cycles.eq(0)]
+                m.d.comb += [path.clear.eq(1), start_spmm.eq(1)]
         m.d.comb += self.idle.eq(~load_busy & ~spmm_busy)
 
         # -------------------------------------------------------------- counters

@@ -49,23 +49,38 @@ def pack(layout, values) -> list[int]:
 
 def csr_beat_arrays(s: sp.csr_array, edges: int) -> dict:
     """S as beats (see :mod:`mixgcn.hdl.sae`), as column arrays for :func:`pack`:
-    ``col``/``val`` [B, E], ``count`` [B], ``last`` [B]. Repeated entries stay repeated."""
+    ``col``/``val`` [B, E], ``count``, ``split``, ``last`` [B]. Pairs fill beats in CSR
+    order across rows; a beat closes when it is full or when a second row end would
+    enter it. Repeated entries stay repeated."""
     indptr = np.asarray(s.indptr, dtype=np.int64)
-    cols = np.asarray(s.indices, dtype=np.int64)
-    vals = np.asarray(s.data, dtype=np.int64)
-    deg = np.diff(indptr)
-    nbeats = np.maximum(1, -(-deg // edges))
-    row = np.repeat(np.arange(len(deg)), nbeats)
-    first_beat = np.repeat(np.cumsum(nbeats) - nbeats, nbeats)
-    j = np.arange(len(row)) - first_beat
-    start = indptr[row] + j * edges
-    count = np.clip(deg[row] - j * edges, 0, edges)
-    pos = start[:, None] + np.arange(edges)
-    valid = np.arange(edges) < count[:, None]
-    safe = np.where(valid, pos, 0)
-    col = np.where(valid, cols[safe] if cols.size else 0, 0)
-    val = np.where(valid, vals[safe] if vals.size else 0, 0)
-    return dict(col=col, val=val, count=count, last=(j == nbeats[row] - 1).astype(np.int64))
+    nnz = int(indptr[-1])
+    # beat number and lane of every pair, and the beat of every row end, in one pass
+    pair_beat = np.empty(nnz, dtype=np.int64)
+    pair_lane = np.empty(nnz, dtype=np.int64)
+    end_beat = np.empty(len(indptr) - 1, dtype=np.int64)
+    end_split = np.empty(len(indptr) - 1, dtype=np.int64)
+    beat, fill, has_end = 0, 0, False
+    for i in range(len(indptr) - 1):
+        for p in range(int(indptr[i]), int(indptr[i + 1])):
+            if fill == edges:
+                beat, fill, has_end = beat + 1, 0, False
+            pair_beat[p], pair_lane[p] = beat, fill
+            fill += 1
+        if has_end:  # this beat already ends a row: the end goes to the next one
+            beat, fill = beat + 1, 0
+        end_beat[i], end_split[i] = beat, fill
+        has_end = True
+    nbeats = beat + 1 if (nnz or len(end_beat)) else 0
+    col = np.zeros((nbeats, edges), dtype=np.int64)
+    val = np.zeros((nbeats, edges), dtype=np.int64)
+    col[pair_beat, pair_lane] = np.asarray(s.indices, dtype=np.int64)[:nnz]
+    val[pair_beat, pair_lane] = np.asarray(s.data, dtype=np.int64)[:nnz]
+    count = np.bincount(pair_beat, minlength=nbeats)
+    split = count.copy()
+    last = np.zeros(nbeats, dtype=np.int64)
+    last[end_beat] = 1
+    split[end_beat] = end_split
+    return dict(col=col, val=val, count=count, split=split, last=last)
 
 
 def unpack_signed(words, width: int, count: int, offset: int = 0) -> np.ndarray:

@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from mixgcn.gen.config import SAEConfig
 from mixgcn.golden import fixed
+from mixgcn.sim.packing import csr_beat_arrays
 
 __all__ = ["SAEJob", "csr_beats", "make_spmm_jobs"]
 
@@ -23,31 +24,19 @@ def _raw_csr(s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def csr_beats(s: sp.csr_array, edges: int, junk: np.random.Generator | None = None,
               width: int = 16, max_nodes: int = 1) -> list[dict]:
-    """S in the engine's beat format: each row's (column, value) pairs in groups of
-    ``edges``; ``last`` on a row's final beat; an empty row is one beat of count 0.
-    With ``junk``, the pairs past ``count`` carry random values (which the engine must
-    ignore) instead of zeros."""
-    indptr, cols, vals = _raw_csr(s)
-    cols, vals = cols.tolist(), vals.tolist()
-    lo, hi = fixed.mant_range(width)
-
-    def pad(n):
-        if junk is None:
-            return [0] * n, [0] * n
-        return (junk.integers(0, max_nodes, n).tolist(), junk.integers(lo, hi + 1, n).tolist())
-
-    beats = []
-    for i in range(len(indptr) - 1):
-        a, b = int(indptr[i]), int(indptr[i + 1])
-        if a == b:
-            pc, pv = pad(edges)
-            beats.append(dict(col=pc, val=pv, count=0, last=1))
-        for p in range(a, b, edges):
-            n = min(edges, b - p)
-            pc, pv = pad(edges - n)
-            beats.append(dict(col=cols[p:p + n] + pc, val=vals[p:p + n] + pv,
-                              count=n, last=int(p + n == b)))
-    return beats
+    """S in the engine's beat format (:func:`mixgcn.sim.packing.csr_beat_arrays`), one
+    dict a beat. With ``junk``, the lanes past ``count`` carry random values (which the
+    engine must ignore) instead of zeros."""
+    a = csr_beat_arrays(s, edges)
+    col, val = a["col"].copy(), a["val"].copy()
+    if junk is not None:
+        lo, hi = fixed.mant_range(width)
+        unused = np.arange(edges) >= a["count"][:, None]
+        col[unused] = junk.integers(0, max_nodes, int(unused.sum()))
+        val[unused] = junk.integers(lo, hi + 1, int(unused.sum()))
+    return [dict(col=c, val=v, count=n, split=p, last=t) for c, v, n, p, t in
+            zip(col.tolist(), val.tolist(), a["count"].tolist(), a["split"].tolist(),
+                a["last"].tolist(), strict=True)]
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Bulk packing matches the layouts' own packing, bit for bit."""
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from mixgcn.gen.config import DCE_PRESETS, SAE_PRESETS
@@ -18,17 +19,41 @@ def test_array_layout_matches_const():
     assert pack(lay, v) == [lay.const(r).as_bits() for r in v.tolist()]
 
 
-def test_csr_beats_match_const_and_reference():
+def _decode(beats, rows):
+    """Rows of (col, val) pairs as the engine reads the beats (the format's definition)."""
+    out, current = [], []
+    for b in beats:
+        pairs = list(zip(b["col"][:b["count"]], b["val"][:b["count"]], strict=True))
+        if b["last"]:
+            out.append(current + pairs[:b["split"]])
+            current = pairs[b["split"]:]
+        else:
+            current += pairs
+    assert current == [] and len(out) == rows
+    return out
+
+
+@pytest.mark.parametrize("edges", [1, 2, 4])
+def test_csr_beats_spell_out_the_matrix(edges):
     cfg = SAE_PRESETS["tiny"]
-    lay = SAELayouts(cfg).csr_layout
-    rng = np.random.default_rng(1)
-    dense = np.where(rng.random((30, 40)) < 0.2, rng.integers(-32768, 32768, (30, 40)), 0)
-    dense[[3, 7]] = 0  # empty rows
+    lay = SAELayouts(cfg).csr_layout if edges == cfg.edges else None
+    rng = np.random.default_rng(edges)
+    dense = np.where(rng.random((60, 40)) < 0.1, rng.integers(-32768, 32768, (60, 40)), 0)
+    dense[[3, 7, 8, 9]] = 0  # empty rows, three in a row
+    dense[20] = rng.integers(1, 100, 40)  # a full row
     s = sp.csr_array(dense)
-    arrays = csr_beat_arrays(s, cfg.edges)
-    reference = csr_beats(s, cfg.edges)
-    assert arrays["count"].tolist() == [b["count"] for b in reference]
-    assert pack(lay, arrays) == [lay.const(b).as_bits() for b in reference]
+    beats = csr_beats(s, edges)
+    rows = _decode(beats, 60)
+    for i in range(60):
+        lo, hi = s.indptr[i], s.indptr[i + 1]
+        assert rows[i] == list(zip(s.indices[lo:hi].tolist(), s.data[lo:hi].tolist(),
+                                   strict=True))
+    assert all(b["count"] <= edges and b["split"] <= b["count"] for b in beats)
+    # packed across rows: no more beats than the non-zeros need or the row ends need
+    assert len(beats) <= s.nnz // edges + 60
+    if lay is not None:
+        arrays = csr_beat_arrays(s, edges)
+        assert pack(lay, arrays) == [lay.const(b).as_bits() for b in beats]
 
 
 def test_unpack_inverts_pack():

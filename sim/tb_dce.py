@@ -13,13 +13,12 @@ import os
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from mixgcn.gen.config import DCEConfig
 from mixgcn.golden import fixed
 from mixgcn.hdl.dce import DCELayouts
-from mixgcn.sim.cocotb_streams import Sink, Source, high
+from mixgcn.sim.cocotb_streams import EngineTB, high
 from mixgcn.sim.dce_model import make_job
 
 CFG = DCEConfig(**json.loads(os.environ.get("MIXGCN_DCE_CONFIG", "{}")))
@@ -31,34 +30,12 @@ SEED = int(os.environ.get("MIXGCN_SEED", "1"))
 FLOW = [(0.0, 1.0), (0.4, 1.0), (0.0, 0.4), (0.4, 0.4)]
 
 
-class TB:
+class TB(EngineTB):
     def __init__(self, dut, idle=0.0, ready=1.0, seed=SEED):
-        self.dut, self.idle, self.ready_p = dut, idle, ready
-        self.rng = np.random.default_rng(seed)
-        self.cmd = Source(self, "cmd", ENGINE.cmd_layout)
-        self.a = Source(self, "a", ENGINE.a_layout)
-        self.b = Source(self, "b", ENGINE.b_layout)
-        self.mask = Source(self, "mask", None)
-        self.out = Sink(self, "out", self._decode)
-        self.received = self.out.received
-        dut.rst.value = 1  # held until reset(): no X reaches the testbench's reads
-        Clock(dut.clk, 10, unit="ns").start()
-        for s in (self.cmd, self.a, self.b, self.mask, self.out):
-            cocotb.start_soon(s.run())
-
-    @staticmethod
-    def _decode(bits):
-        row = ENGINE.out_layout.from_bits(bits)
-        return [int(row.data[j]) for j in range(CFG.cols)] + [int(row.last)]
-
-    async def reset(self):
-        self.dut.rst.value = 1
-        for s in (self.cmd, self.a, self.b, self.mask):
-            s.clear()
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
-        self.received.clear()
+        super().__init__(dut, {"cmd": ENGINE.cmd_layout, "a": ENGINE.a_layout,
+                               "b": ENGINE.b_layout, "mask": None},
+                         ENGINE.out_layout, CFG.cols, idle, ready, seed)
+        self.cmd, self.a, self.b, self.mask = self.sources.values()
 
     def submit(self, job):
         self.cmd.put([job.cmd()])

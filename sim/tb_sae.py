@@ -16,7 +16,6 @@ from pathlib import Path
 import cocotb
 import numpy as np
 import scipy.sparse as sp
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from mixgcn.gen.config import SAEConfig
@@ -24,7 +23,7 @@ from mixgcn.golden import fixed
 from mixgcn.golden.datasets import make_synthetic
 from mixgcn.golden.graph import normalized_adjacency
 from mixgcn.hdl.sae import SAELayouts, SAEOp
-from mixgcn.sim.cocotb_streams import Sink, Source, high
+from mixgcn.sim.cocotb_streams import EngineTB, high
 from mixgcn.sim.sae_model import make_spmm_jobs
 
 CFG = SAEConfig(**json.loads(os.environ.get("MIXGCN_SAE_CONFIG", "{}")))
@@ -37,33 +36,12 @@ FLOW = [(0.0, 1.0), (0.4, 1.0), (0.0, 0.4), (0.4, 0.4)]
 FLOW2 = [(0.0, 1.0), (0.3, 0.5)]  # for the long runs
 
 
-class TB:
+class TB(EngineTB):
     def __init__(self, dut, idle=0.0, ready=1.0, seed=SEED):
-        self.dut, self.idle, self.ready_p = dut, idle, ready
-        self.rng = np.random.default_rng(seed)
-        self.cmd = Source(self, "cmd", LAYOUTS.cmd_layout)
-        self.x = Source(self, "x", LAYOUTS.x_layout)
-        self.csr = Source(self, "csr", LAYOUTS.csr_layout)
-        self.mask = Source(self, "mask", None)
-        self.out = Sink(self, "out", self._decode)
-        dut.rst.value = 1
-        Clock(dut.clk, 10, unit="ns").start()
-        for s in (self.cmd, self.x, self.csr, self.mask, self.out):
-            cocotb.start_soon(s.run())
-
-    @staticmethod
-    def _decode(bits):
-        row = LAYOUTS.out_layout.from_bits(bits)
-        return [int(row.data[j]) for j in range(CFG.lanes)] + [int(row.last)]
-
-    async def reset(self):
-        self.dut.rst.value = 1
-        for s in (self.cmd, self.x, self.csr, self.mask):
-            s.clear()
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
-        self.out.received.clear()
+        super().__init__(dut, {"cmd": LAYOUTS.cmd_layout, "x": LAYOUTS.x_layout,
+                               "csr": LAYOUTS.csr_layout, "mask": None},
+                         LAYOUTS.out_layout, CFG.lanes, idle, ready, seed)
+        self.cmd, self.x, self.csr, self.mask = self.sources.values()
 
     def submit(self, job):
         self.cmd.put(job.commands())
@@ -81,7 +59,7 @@ class TB:
                 expected.append(r + [int(i == len(job.expected) - 1)])
         budget = cycles_per_word * (len(expected) + sum(len(j.beats) + len(j.x_words)
                                                           for j in jobs) + 20)
-        dut, received = self.dut, self.out.received
+        dut, received = self.dut, self.received
         started = checked = 0
 
         def check_stats():

@@ -21,12 +21,13 @@ from cocotb.triggers import ClockCycles
 from mixgcn.gen.config import DCEConfig, SAEConfig
 from mixgcn.golden import fixed
 from mixgcn.sim.feed_driver import run_feed
+from mixgcn.sim.packing import csr_beat_arrays, pack
 
 KIND = os.environ.get("MIXGCN_BENCH_KIND", "dce")
 
 
 def _dce_case(cfg, layouts, case, rng):
-    from mixgcn.sim.dce_model import OPS
+    from mixgcn.sim.dce_model import OPS, weight_words
 
     op, n, k, m = case["op"], case["n"], case["k"], case["m"]
     R, V = cfg.rows, cfg.b_lanes
@@ -42,23 +43,16 @@ def _dce_case(cfg, layouts, case, rng):
         chunks = -(-k // R)
         a_count = n * chunks
         x = a_mem[np.arange(a_count) % depth].reshape(n, chunks * R)[:, :k]
-        if op == "xw":
-            w = rng.integers(-2000, 2001, size=(k, m))
-            b_mem = np.zeros((k, V), dtype=np.int64)
-            b_mem[:, :m] = w
-        else:  # xwt: word (j, c) holds w[c, jR:(j+1)R]
-            w = rng.integers(-2000, 2001, size=(m, k))
-            wp = np.zeros((m, chunks * R), dtype=np.int64)
-            wp[:, :k] = w
-            b_mem = np.zeros((chunks * m, V), dtype=np.int64)
-            b_mem[:, :R] = wp.reshape(m, chunks, R).transpose(1, 0, 2).reshape(chunks * m, R)
+        w = rng.integers(-2000, 2001, size=(k, m) if op == "xw" else (m, k))
+        b_mem = weight_words(op, w, R, V)
         b_count = len(b_mem)
     acc = fixed.gemm(op, x, w)
     shift = max(0, int(np.abs(acc).max()).bit_length() - (cfg.width - 1))
     want, _ = fixed.output_stage(acc, shift, cfg.width)
     cmd = dict(op=OPS[op], rows=n, k=k, m=m, shift=shift, relu=0, mask=0)
-    images = {"cmd": ([cmd], 1, 1), "a": (a_mem.tolist(), a_count, depth),
-              "b": (b_mem.tolist(), b_count, max(1, min(depth, b_count)))}
+    images = {"cmd": ([layouts["cmd"].const(cmd).as_bits()], 1, 1),
+              "a": (pack(layouts["a"], a_mem), a_count, depth),
+              "b": (pack(layouts["b"], b_mem), b_count, max(1, min(depth, b_count)))}
     macs = n * k * m
     steady = n if op == "xtg" else n * -(-k // R)
     load = 0 if op == "xtg" else b_count
@@ -71,13 +65,11 @@ def _dce_case(cfg, layouts, case, rng):
 def _sae_case(cfg, layouts, case, rng):
     import scipy.sparse as sp
 
-    from mixgcn.sim.sae_model import csr_beats
-
     data = np.load(case["graph"])
     s = sp.csr_array((data["data"], data["indices"], data["indptr"]), shape=tuple(data["shape"]))
     n, passes, L = s.shape[0], case["passes"], cfg.lanes
     x = rng.integers(-2000, 2001, size=(n, L))
-    beats = csr_beats(s, cfg.edges)
+    beats = pack(layouts["csr"], csr_beat_arrays(s, cfg.edges))
     acc = fixed.spmm(s, x)
     shift = max(0, int(np.abs(acc).max()).bit_length() - (cfg.width - 1))
     want, _ = fixed.output_stage(acc, shift, cfg.width)
@@ -85,7 +77,8 @@ def _sae_case(cfg, layouts, case, rng):
     for p in range(passes):  # every pass: load its slice (the same data), then SpMM
         cmds += [dict(op=0, bank=p % 2, rows=n, shift=0, relu=0, mask=0),
                  dict(op=1, bank=p % 2, rows=n, shift=shift, relu=0, mask=0)]
-    images = {"cmd": (cmds, len(cmds), len(cmds)), "x": (x.tolist(), passes * n, n),
+    images = {"cmd": ([layouts["cmd"].const(c).as_bits() for c in cmds], len(cmds), len(cmds)),
+              "x": (pack(layouts["x"], x), passes * n, n),
               "csr": (beats, passes * len(beats), len(beats))}
     info = dict(graph=case["name"], n=n, nnz=s.nnz, features=passes * L, passes=passes,
                 edges=cfg.edges, lanes=L, beats_per_pass=len(beats),
@@ -121,8 +114,9 @@ async def bench(dut):
     for case in json.loads(os.environ["MIXGCN_BENCH_CASES"]):
         images, want, rows, macs, info, units = make_case(cfg, layouts, case, rng)
         m = info.get("m", lanes)
-        res, got = await run_feed(dut, KIND, layouts, images, rows, lay.out_layout, m,
-                                  out_period=len(want))
+        # every image arrives packed (mixgcn.sim.packing): the driver writes plain ints
+        res, got = await run_feed(dut, KIND, dict.fromkeys(layouts), images, rows,
+                                  lay.out_layout, m, out_period=len(want))
         verified = bool(np.array_equal(got, want[:, :m]))
         assert verified, f"{case}: output differs from the golden model"
         res.update(info, verified=verified, utilisation=macs / (units * res["cycles"]))

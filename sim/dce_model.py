@@ -14,7 +14,7 @@ import numpy as np
 from mixgcn.gen.config import DCEConfig
 from mixgcn.golden import fixed
 
-__all__ = ["OPS", "DCEJob", "make_job"]
+__all__ = ["OPS", "DCEJob", "make_job", "weight_words"]
 
 OPS = {"xw": 0, "xwt": 1, "xtg": 2}
 
@@ -35,14 +35,30 @@ class DCEJob:
     max_abs: int = 0
     saturated: int = 0
 
-    @property
-    def macs(self) -> int:
-        """Useful multiply-accumulates (the numerator of utilisation)."""
-        return self.rows * self.k * self.m
-
     def cmd(self) -> dict:
         return dict(op=OPS[self.op], rows=self.rows, k=self.k, m=self.m, shift=self.shift,
                     relu=int(self.relu), mask=int(self.mask_en))
+
+
+def weight_words(form: str, w: np.ndarray, rows: int, lanes: int) -> np.ndarray:
+    """The B-stream words that load a weight tile, [words, lanes], zero-padded.
+
+    - ``xw`` (``w`` [k, m]): word j = ``w[j, :]``;
+    - ``xwt`` (``w`` [m, k], stored as rows): word (j, c) = ``w[c, jR : jR + R]``, chunk j
+      major — the engine writes it down column c of the array (R = ``rows``).
+    """
+    w = np.asarray(w, dtype=np.int64)
+    if form == "xw":
+        out = np.zeros((w.shape[0], lanes), dtype=np.int64)
+        out[:, :w.shape[1]] = w
+        return out
+    m, k = w.shape
+    chunks = -(-k // rows)
+    wp = np.zeros((m, chunks * rows), dtype=np.int64)
+    wp[:, :k] = w
+    out = np.zeros((chunks * m, lanes), dtype=np.int64)
+    out[:, :rows] = wp.reshape(m, chunks, rows).transpose(1, 0, 2).reshape(chunks * m, rows)
+    return out
 
 
 def _junk(rng, n, width):
@@ -91,14 +107,12 @@ def make_job(cfg: DCEConfig, op: str, x: np.ndarray, w: np.ndarray, shift: int,
         for row in x.tolist():
             padded = row + _junk(junk, chunks * R - k, cfg.width)
             a_words += [padded[j * R:(j + 1) * R] for j in range(chunks)]
-        if op == "xw":
-            b_words = [list(r) + _junk(junk, V - m, cfg.width) for r in w.tolist()]
-        else:
-            b_words = []
-            for j in range(chunks):
-                for c in range(m):
-                    part = w[c, j * R:(j + 1) * R].tolist()
-                    b_words.append(part + _junk(junk, V - len(part), cfg.width))
+        b = weight_words(op, w, R, V)
+        if junk is not None:  # lanes no weight lands in carry junk
+            unused = weight_words(op, np.ones_like(w), R, V) == 0
+            lo, hi = fixed.mant_range(cfg.width)
+            b[unused] = junk.integers(lo, hi + 1, int(unused.sum()))
+        b_words = b.tolist()
         acc = fixed.gemm(op, x, w)
     out, stats = fixed.output_stage(acc, shift, cfg.width, relu=relu, mask=mask)
     expected = np.zeros((out.shape[0], C), dtype=np.int64)

@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from mixgcn.gen.config import DCEConfig, SAEConfig
 from mixgcn.golden.fixed import OutputStats
 from mixgcn.host.backends import NumberFormat
+from mixgcn.sim.dce_model import weight_words
 from mixgcn.sim.packing import csr_beat_arrays, pack
 
 __all__ = ["DCE_CONFIG", "SAE_CONFIG", "RTLBackend", "harness_verilog", "train_rtl"]
@@ -188,14 +189,7 @@ class RTLBackend:
         max_abs = saturated = 0
         for m0 in range(0, mtot, C):
             m1 = min(m0 + C, mtot)
-            if form == "xw":
-                b = np.zeros((k, V), dtype=np.int64)
-                b[:, :m1 - m0] = w[:, m0:m1]
-            else:  # word (j, c) = W[m0 + c, jR : jR + R]
-                wp = np.zeros((m1 - m0, chunks * R), dtype=np.int64)
-                wp[:, :k] = w[m0:m1]
-                b = np.zeros((chunks * (m1 - m0), V), dtype=np.int64)
-                b[:, :R] = wp.reshape(m1 - m0, chunks, R).transpose(1, 0, 2).reshape(-1, R)
+            b = weight_words(form, w[:, m0:m1] if form == "xw" else w[m0:m1], R, V)
             for r0 in range(0, n, block):
                 r1 = min(r0 + block, n)
                 a = xp[r0:r1].reshape(-1, R)

@@ -55,8 +55,6 @@ class SAEJob:
     expected: np.ndarray = field(repr=False)
     max_abs: int = 0
     saturated: int = 0
-    nnz: int = 0
-    lanes_used: int = 0
 
     def commands(self) -> list[dict]:
         return [dict(op=0, bank=self.bank, rows=self.x_rows, shift=0, relu=0, mask=0),
@@ -106,6 +104,5 @@ def make_spmm_jobs(cfg: SAEConfig, s, x, shift: int, relu: bool = False,
         jobs.append(SAEJob(bank=(first_bank + p) % 2, rows=s.shape[0], x_rows=x.shape[0],
                            shift=shift, relu=relu, mask_en=mask is not None,
                            x_words=xs.tolist(), beats=beats, mask_words=mask_words,
-                           expected=out, max_abs=stats.max_abs, saturated=stats.saturated,
-                           nnz=len(data), lanes_used=f1 - f0))
+                           expected=out, max_abs=stats.max_abs, saturated=stats.saturated))
     return jobs

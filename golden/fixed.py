@@ -49,6 +49,7 @@ __all__ = [
     "gemm",
     "mant_range",
     "output_stage",
+    "product_bound",
     "quantize",
     "required_acc_width",
     "round_shift",
@@ -180,6 +181,11 @@ def _max_row_l1(a) -> int:
     return int(np.abs(a).sum(axis=1).max()) if a.size else 0
 
 
+def product_bound(a, b) -> int:
+    """``max_i Σ_k |a_ik| · max |b|``: no partial sum of ``a @ b`` can exceed it."""
+    return _max_row_l1(a) * _max_abs(b)
+
+
 def _exact_matmul(a, b) -> np.ndarray:
     """Exact integer ``a @ b`` (either dense or CSR), as a dense int64 array."""
     if a.shape[1] != b.shape[0]:
@@ -187,7 +193,7 @@ def _exact_matmul(a, b) -> np.ndarray:
     # SciPy may sum repeated entries of a CSR in place: never touch the caller's
     a = a.copy() if sp.issparse(a) else a
     b = b.copy() if sp.issparse(b) else b
-    bound = _max_row_l1(a) * _max_abs(b)
+    bound = product_bound(a, b)
     if bound >= 2**63:
         raise OverflowError(f"partial sums may reach {bound}, beyond int64")
     dtype = np.float64 if bound < 2**53 else np.int64

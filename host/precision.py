@@ -19,19 +19,14 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from mixgcn.golden.fixed import Fixed, dequantize, quantize
+from mixgcn.golden.fixed import Fixed, dequantize, product_bound, quantize
 
 __all__ = ["FixedOps"]
 
 
 def _bound_bits(a, b) -> int:
-    """Bit length of ``max_i Σ_k |a_ik| · max|b|``: no accumulator can exceed it."""
-    if sp.issparse(a):
-        l1 = int(abs(a).sum(axis=1).max()) if a.nnz else 0
-    else:
-        l1 = int(np.abs(a).sum(axis=1).max()) if a.size else 0
-    mb = int(np.abs(b).max()) if b.size else 0
-    return (l1 * mb).bit_length()
+    """Bit length of the bound no accumulator of ``a @ b`` can exceed."""
+    return product_bound(a, b).bit_length()
 
 
 class FixedOps:

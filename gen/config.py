@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from mixgcn.golden.fixed import required_acc_width
 
-__all__ = ["DCE_PRESETS", "SAE_PRESETS", "ConfigError", "DCEConfig", "SAEConfig"]
+__all__ = ["CHIP_PRESETS", "DCE_PRESETS", "SAE_PRESETS", "ChipConfig", "ConfigError", "DCEConfig",
+           "SAEConfig"]
 
 
 class ConfigError(ValueError):
@@ -157,4 +158,66 @@ SAE_PRESETS: dict[str, SAEConfig] = {
     # ECP5-85F: 8 lanes × 2 pipelines = 16 multipliers beside the DCE's 128;
     # 2 banks × 4096 rows × 8 × 16 bit × 2 replicas = 2 Mbit of its 3.7 Mbit block RAM
     "ecp5": SAEConfig(lanes=8, edges=2, max_nodes=4096, out_fifo_depth=16),
+}
+
+
+@dataclass(frozen=True)
+class ChipConfig:
+    """One accelerator chip: an SAE and a DCE joined by the pipeline FIFO and the
+    exchange port, a descriptor queue, and a memory port (DESIGN §2-3).
+
+    - ``sae``, ``dce``: the engines. A row crosses from the SAE to the DCE as one word,
+      so the SAE's lanes, the DCE's rows (reduction lanes) and columns must be equal
+      ("the chip's lanes"), and both engines must share a number format;
+    - ``pipeline_depth``: rows the SAE → DCE FIFO holds;
+    - ``desc_depth``: descriptors queued on chip;
+    - ``addr_width``: memory words the memory port reaches (2**addr_width);
+    - ``reader_depth``: words each read channel buffers (≥ the memory latency + 2 for
+      a word a cycle).
+    """
+
+    sae: SAEConfig = SAEConfig(lanes=16, edges=2)
+    dce: DCEConfig = DCEConfig(rows=16, cols=16)
+    pipeline_depth: int = 64
+    desc_depth: int = 16
+    addr_width: int = 18
+    reader_depth: int = 4
+
+    def __post_init__(self):
+        if not isinstance(self.sae, SAEConfig):
+            raise ConfigError(f"ChipConfig.sae must be an SAEConfig, got {self.sae!r}")
+        if not isinstance(self.dce, DCEConfig):
+            raise ConfigError(f"ChipConfig.dce must be a DCEConfig, got {self.dce!r}")
+        _int(self, "pipeline_depth", 1, 1 << 16)
+        _int(self, "desc_depth", 1, 4096)
+        _int(self, "addr_width", 8, 32)
+        _int(self, "reader_depth", 2, 1024)
+        L, R, C = self.sae.lanes, self.dce.rows, self.dce.cols
+        if not L == R == C:
+            raise ConfigError(
+                f"ChipConfig: SAE lanes ({L}), DCE rows ({R}) and DCE cols ({C}) must be "
+                "equal: a row crosses the exchange port as one word")
+        for f in ("width", "acc_width"):
+            if getattr(self.sae, f) != getattr(self.dce, f):
+                raise ConfigError(f"ChipConfig: SAE {f}={getattr(self.sae, f)} differs from "
+                                  f"DCE {f}={getattr(self.dce, f)}")
+
+    @property
+    def lanes(self) -> int:
+        return self.sae.lanes
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("sae", "dce")}
+        d.update(kind="chip", lanes=self.lanes, sae=self.sae.to_dict(), dce=self.dce.to_dict())
+        return d
+
+
+CHIP_PRESETS: dict[str, ChipConfig] = {
+    # fast tests: 4 lanes, small buffers
+    "tiny": ChipConfig(sae=SAEConfig(lanes=4, edges=2, max_nodes=2048, out_fifo_depth=4),
+                       dce=DCEConfig(rows=4, cols=4, max_k=256, max_rows=8192,
+                                     out_fifo_depth=4),
+                       pipeline_depth=8, desc_depth=4, addr_width=16),
+    # the RTL training backend: 16 lanes hold a Cora hidden row (16) in one word
+    "default": ChipConfig(),
 }

@@ -2,7 +2,7 @@
 
 ``python -m mixgcn.gen.verilog --out build/verilog [--preset NAME] [--lint]`` writes
 ``<out>/<preset>/<engine>.v`` and ``<engine>.json`` (the parameters the driver reads)
-for each engine (``dce``, ``sae``) that has the preset.
+for each engine (``dce``, ``sae``) and chip (``chip``) that has the preset.
 """
 
 from __future__ import annotations
@@ -15,9 +15,16 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from mixgcn.gen.config import DCE_PRESETS, SAE_PRESETS, DCEConfig, SAEConfig
+from mixgcn.gen.config import (
+    CHIP_PRESETS,
+    DCE_PRESETS,
+    SAE_PRESETS,
+    ChipConfig,
+    DCEConfig,
+    SAEConfig,
+)
 
-__all__ = ["ENGINES", "dce_verilog", "lint", "main", "sae_verilog"]
+__all__ = ["ENGINES", "chip_verilog", "dce_verilog", "lint", "main", "sae_verilog"]
 
 
 def dce_verilog(config: DCEConfig) -> str:
@@ -34,6 +41,14 @@ def sae_verilog(config: SAEConfig) -> str:
     return verilog.convert(SparseAggregationEngine(config), name="sae", emit_src=False)
 
 
+def chip_verilog(config: ChipConfig) -> str:
+    """Deterministic Verilog of a one-chip system (top module ``chip``): both engines,
+    pipeline FIFO with the exchange port looped back, controller, memory port."""
+    from mixgcn.hdl.chip import Chip
+
+    return verilog.convert(Chip(config), name="chip", emit_src=False)
+
+
 # engine name -> (presets, Verilog generator, one-line description)
 ENGINES = {
     "dce": (DCE_PRESETS, dce_verilog,
@@ -42,6 +57,10 @@ ENGINES = {
     "sae": (SAE_PRESETS, sae_verilog,
             lambda c: f"SAE {c.lanes} lanes x {c.edges} edge pipelines, {c.width}-bit data, "
                       f"{c.acc_width}-bit accumulators, {c.max_nodes}-row buffer banks"),
+    "chip": (CHIP_PRESETS, chip_verilog,
+             lambda c: f"chip: SAE {c.lanes} lanes x {c.sae.edges} + DCE {c.lanes}x{c.lanes}, "
+                       f"{c.pipeline_depth}-row pipeline FIFO, {c.desc_depth} descriptors "
+                       f"queued, 2^{c.addr_width}-word memory port"),
 }
 
 

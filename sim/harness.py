@@ -43,14 +43,15 @@ class MemorySource(wiring.Component):
         rd = mem.read_port(transparent_for=())
         addr = Signal(range(self.depth))
         fetched = Signal(32)
+        armed = Signal()  # started since reset: a reset never replays the memory
         have = Signal()  # the word read last cycle waits on the stream
         advance = ~have | (self.o.valid & self.o.ready)
         m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance),
                      self.o.payload.eq(rd.data), self.o.valid.eq(have)]
         with m.If(self.start):
-            m.d.sync += [addr.eq(0), fetched.eq(0), have.eq(0)]
+            m.d.sync += [addr.eq(0), fetched.eq(0), have.eq(0), armed.eq(1)]
         with m.Elif(advance):
-            with m.If(fetched < self.count):
+            with m.If(armed & (fetched < self.count)):
                 m.d.sync += [fetched.eq(fetched + 1), have.eq(1),
                              addr.eq(_next(addr, self.period))]
             with m.Else():

@@ -1,0 +1,113 @@
+"""The chip in simulation: a :class:`~mixgcn.hdl.chip.Chip` on the memory model
+(``memory_model.v``), its descriptors read from a descriptor memory and its status
+records stored in a status memory, so a whole batch of descriptors runs with no Python
+in the loop: the testbench bulk-loads memory and descriptors, sets ``desc_count``,
+pulses ``start`` and waits for ``received`` status records.
+
+Ports: ``desc_count``, ``start``, ``stall`` (random memory stalls, 0..255 of 256),
+``received``, ``done`` (all status records in), ``elapsed`` (the batch's cycles); the
+chip's counters (``cycles``, ``issued``, ``completed``, ``idle``,
+engine counters) pass through. The memory model is instance ``mem`` (array ``mem``),
+the descriptor memory ``desc_src.mem``, the status memory ``status_sink.mem``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from amaranth import Cat, ClockSignal, Instance, Module, ResetSignal, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from mixgcn.gen.config import ChipConfig
+from mixgcn.hdl.chip import ENGINE_COUNTERS, READ_CHANNELS, WRITE_CHANNELS, Chip
+from mixgcn.sim.harness import MemorySink, MemorySource
+
+__all__ = ["MEMORY_MODEL", "ChipHarness", "chip_harness_verilog"]
+
+MEMORY_MODEL = Path(__file__).with_name("memory_model.v")
+
+
+class ChipHarness(wiring.Component):
+    def __init__(self, config: ChipConfig, desc_depth: int = 4096):
+        self.config, self.desc_depth = config, desc_depth
+        self.chip = Chip(config)
+        counters = {"cycles": Out(self.chip.cycles.shape()), "issued": Out(32),
+                    "completed": Out(32), "idle": Out(1),
+                    "load_cycles": Out(self.chip.load_cycles.shape())}
+        for eng in ("sae", "dce"):
+            for n in ENGINE_COUNTERS:
+                counters[f"{eng}_{n}"] = Out(getattr(self.chip, f"{eng}_{n}").shape())
+        super().__init__({"desc_count": In(32), "start": In(1), "stall": In(8),
+                          "received": Out(32), "done": Out(1),
+                          "elapsed": Out(self.chip.cycles.shape()), **counters})
+
+    def elaborate(self, platform):
+        c, chip = self.config, self.chip
+        lay = chip.layouts
+        m = Module()
+        m.submodules.chip = chip
+        m.submodules.desc_src = src = MemorySource(lay.desc_layout, self.desc_depth)
+        m.submodules.status_sink = sink = MemorySink(lay.status_layout, self.desc_depth)
+        wiring.connect(m, src.o, chip.desc)
+        wiring.connect(m, chip.status, sink.i)
+        m.d.comb += [src.count.eq(self.desc_count), src.period.eq(self.desc_depth),
+                     src.start.eq(self.start), sink.period.eq(self.desc_depth),
+                     sink.start.eq(self.start), self.received.eq(sink.received),
+                     self.done.eq(sink.received == self.desc_count)]
+        # the batch's length: cycles from the start pulse to its last status record
+        with m.If(self.start):
+            m.d.sync += self.elapsed.eq(0)
+        with m.Elif(~self.done):
+            m.d.sync += self.elapsed.eq(self.elapsed + 1)
+        for name in ("cycles", "issued", "completed", "idle", "load_cycles",
+                     *(f"{e}_{n}" for e in ("sae", "dce") for n in ENGINE_COUNTERS)):
+            m.d.comb += getattr(self, name).eq(getattr(chip, name))
+
+        aw, mw, nr, nw = c.addr_width, lay.mem_width, len(READ_CHANNELS), len(WRITE_CHANNELS)
+        rd = [getattr(chip, f"rd_{n}") for n in READ_CHANNELS]
+        wr = [getattr(chip, f"wr_{n}").wr for n in WRITE_CHANNELS]
+        req_ready, resp_valid = Signal(nr), Signal(nr)
+        resp_data, wr_ready = Signal(nr * mw), Signal(nw)
+        m.submodules.mem = Instance(
+            "mixgcn_memory", p_AW=aw, p_MW=mw, p_NR=nr, p_NW=nw,
+            i_clk=ClockSignal(), i_rst=ResetSignal(), i_stall=self.stall,
+            i_rd_req_valid=Cat(r.req.valid for r in rd), o_rd_req_ready=req_ready,
+            i_rd_req_addr=Cat(r.req.payload for r in rd),
+            o_rd_resp_valid=resp_valid, o_rd_resp_data=resp_data,
+            i_wr_valid=Cat(w.valid for w in wr), o_wr_ready=wr_ready,
+            i_wr_addr=Cat(w.payload.addr for w in wr), i_wr_data=Cat(w.payload.data for w in wr))
+        for i, r in enumerate(rd):
+            m.d.comb += [r.req.ready.eq(req_ready[i]), r.resp.valid.eq(resp_valid[i]),
+                         r.resp.payload.eq(resp_data[i * mw:(i + 1) * mw])]
+        for i, w in enumerate(wr):
+            m.d.comb += w.ready.eq(wr_ready[i])
+        return m
+
+
+def chip_harness_verilog(config: ChipConfig) -> str:
+    """Verilog of the harness (top module ``chip_harness``) with the memory model,
+    cached under the build folder by a hash of the configuration and every source it
+    is generated from (converting it takes a while)."""
+    import hashlib
+
+    import amaranth
+    from amaranth.back import verilog
+
+    import mixgcn.gen.config
+    import mixgcn.hdl
+    from mixgcn.sim import harness
+    from mixgcn.sim.runner import BUILD_ROOT
+
+    h = hashlib.sha256(repr((config, amaranth.__version__)).encode())
+    for src in [*sorted(Path(mixgcn.hdl.__file__).parent.glob("*.py")), Path(__file__),
+                Path(harness.__file__), Path(mixgcn.gen.config.__file__), MEMORY_MODEL]:
+        h.update(src.read_bytes())
+    cached = BUILD_ROOT / f"chip-harness-{h.hexdigest()[:16]}.v"
+    if cached.is_file():
+        return cached.read_text()
+    text = verilog.convert(ChipHarness(config), name="chip_harness", emit_src=False)
+    text += "\n" + MEMORY_MODEL.read_text()
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(text)
+    return text

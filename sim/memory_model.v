@@ -1,0 +1,59 @@
+// Simulation model of the chip's memory (mixgcn.hdl.memport): NR read channels and NW
+// write channels, each moving one MW-bit word a cycle. A read returns its word one cycle
+// after the request is taken; responses are never stalled. Python loads and reads the
+// array `mem` in bulk through the simulator; nothing here waits on Python.
+//
+// Random stalls: with `stall` = s, each channel refuses a request (or a write) in a
+// cycle with probability s/256, drawn from its own 16-bit LFSR, so testbenches get
+// seeded random backpressure on every channel at full simulation speed.
+module mixgcn_memory #(
+    parameter AW = 16,
+    parameter MW = 64,
+    parameter NR = 1,
+    parameter NW = 1,
+    parameter SEED = 16'hACE1
+) (
+    input                   clk,
+    input                   rst,
+    input      [7:0]        stall,
+    input      [NR-1:0]     rd_req_valid,
+    output     [NR-1:0]     rd_req_ready,
+    input      [NR*AW-1:0]  rd_req_addr,
+    output reg [NR-1:0]     rd_resp_valid,
+    output reg [NR*MW-1:0]  rd_resp_data,
+    input      [NW-1:0]     wr_valid,
+    output     [NW-1:0]     wr_ready,
+    input      [NW*AW-1:0]  wr_addr,
+    input      [NW*MW-1:0]  wr_data
+);
+    reg [MW-1:0] mem [0:(1<<AW)-1];
+    reg [16*(NR+NW)-1:0] lfsr;
+    integer i;
+
+    genvar g;
+    generate
+        for (g = 0; g < NR; g = g + 1) begin : rd
+            assign rd_req_ready[g] = lfsr[16*g +: 8] >= stall;
+        end
+        for (g = 0; g < NW; g = g + 1) begin : wr
+            assign wr_ready[g] = lfsr[16*(NR+g) +: 8] >= stall;
+        end
+    endgenerate
+
+    always @(posedge clk) begin
+        for (i = 0; i < NR + NW; i = i + 1) begin
+            if (rst)
+                lfsr[16*i +: 16] <= (SEED ^ (16'h1F35 * (i + 1))) | 16'h0001;
+            else  // x^16 + x^14 + x^13 + x^11 + 1
+                lfsr[16*i +: 16] <= {lfsr[16*i +: 15],
+                                     lfsr[16*i+15] ^ lfsr[16*i+13] ^ lfsr[16*i+12] ^ lfsr[16*i+10]};
+        end
+        for (i = 0; i < NR; i = i + 1) begin
+            rd_resp_valid[i] <= !rst && rd_req_valid[i] && rd_req_ready[i];
+            rd_resp_data[MW*i +: MW] <= mem[rd_req_addr[AW*i +: AW]];
+        end
+        for (i = 0; i < NW; i = i + 1)
+            if (!rst && wr_valid[i] && wr_ready[i])
+                mem[wr_addr[AW*i +: AW]] <= wr_data[MW*i +: MW];
+    end
+endmodule

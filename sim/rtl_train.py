@@ -1,5 +1,5 @@
 """cocotb module behind ``mixgcn train --backend rtl``: trains a GCN with every kernel on
-the simulated engines (:mod:`mixgcn.sim.rtl_backend`). The training loop runs in a
+the simulated chip (:mod:`mixgcn.sim.rtl_backend`). The training loop runs in a
 thread (``cocotb.bridge``); it blocks on each kernel while the simulator runs it.
 Options arrive as JSON in ``MIXGCN_TRAIN_ARGS``; the metrics go to ``MIXGCN_TRAIN_OUT``.
 """
@@ -27,8 +27,8 @@ async def train_on_rtl(dut):
 
     args = json.loads(os.environ["MIXGCN_TRAIN_ARGS"])
     Clock(dut.clk, 10, unit="ns").start()
-    for prefix in ("sae", "dce"):
-        getattr(dut, f"{prefix}_start").value = 0
+    dut.start.value = 0
+    dut.stall.value = 0
     dut.rst.value = 1
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0

@@ -169,6 +169,13 @@ class FloatOps:
     def spmm(self, site: str, adj, h, relu: bool = False, mask=None):
         return self._finish(adj @ h, relu, mask)
 
+    def spmm_gemm(self, site: str, adj, h, gemm_site: str, form: str, w, relu=False,
+                  mask=None):
+        """``A = adj · h`` and ``A·W`` (``xw``) or ``A·Wᵀ`` (``xwt``): an SpMM whose rows
+        feed a GEMM, which a chip runs as one pipelined pass. Returns (A, product)."""
+        a = self.spmm(site, adj, h)
+        return a, self.gemm(gemm_site, form, a, w, relu=relu, mask=mask)
+
     def gemm(self, site: str, form: str, x, w, relu: bool = False, mask=None):
         if form == "xw":
             y = x @ w
@@ -236,8 +243,8 @@ class GCN:
                 z = ops.spmm(f"L{l}.fwd.agg", adj, t, relu=relu)
                 cache.append(dict(order="comb", hd=hd, w=w, scale=scale, h=h, t=t))
             else:
-                a = ops.spmm(f"L{l}.fwd.agg", adj, hd)
-                z = ops.gemm(f"L{l}.fwd.comb", "xw", a, w, relu=relu)
+                a, z = ops.spmm_gemm(f"L{l}.fwd.agg", adj, hd, f"L{l}.fwd.comb", "xw", w,
+                                     relu=relu)
                 cache.append(dict(order="agg", hd=hd, w=w, scale=scale, h=h, a=a))
             h = z
             h_float = ops.to_float(z)
@@ -251,9 +258,12 @@ class GCN:
             c = cache[l]
             mask = ops.positive(c["h"]) if l > 0 else None  # ReLU' of this layer's input
             if c["order"] == "comb":
-                dt = ops.spmm(f"L{l}.bwd.agg", adj, g)
+                if l:
+                    dt, dhd = ops.spmm_gemm(f"L{l}.bwd.agg", adj, g, f"L{l}.bwd.comb", "xwt",
+                                            c["w"], mask=mask)
+                else:
+                    dt = ops.spmm(f"L{l}.bwd.agg", adj, g)
                 dw = ops.gemm(f"L{l}.bwd.wgrad", "xtg", c["hd"], dt)
-                dhd = ops.gemm(f"L{l}.bwd.comb", "xwt", dt, c["w"], mask=mask) if l else None
             else:
                 dw = ops.gemm(f"L{l}.bwd.wgrad", "xtg", c["a"], g)
                 if l:

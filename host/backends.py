@@ -4,6 +4,8 @@ Every backend takes mantissas and an output-stage setting and returns the output
 mantissas plus the stage's :class:`~mixgcn.golden.fixed.OutputStats`; exponents and
 everything in float stay on the host (:mod:`mixgcn.host.precision`). ``golden`` is the
 numpy functional model; the RTL backend (simulated chip) implements the same calls.
+``site`` names the operation (``L1.bwd.agg``) for a backend's accounting; it never
+changes a result.
 """
 
 from __future__ import annotations
@@ -47,12 +49,23 @@ class GoldenBackend:
     def __init__(self, fmt: NumberFormat = NumberFormat()):
         self.fmt = fmt
 
-    def spmm(self, s: sp.csr_array, x: np.ndarray, shift: int, relu=False, mask=None):
+    def spmm(self, s: sp.csr_array, x: np.ndarray, shift: int, relu=False, mask=None,
+             site=None):
         row_nnz = np.diff(s.indptr)
         self.fmt.check_reduction(row_nnz.max() if row_nnz.size else 0, "SpMM row")
         return fixed.output_stage(fixed.spmm(s, x), shift, self.fmt.width, relu, mask)
 
-    def gemm(self, form: str, x, w: np.ndarray, shift: int, relu=False, mask=None):
+    def spmm_gemm(self, s, x, shift: int, form: str, w, shift2: int, relu=False, mask=None,
+                  site=None):
+        """``A = S·X`` (no ReLU, no mask) feeding ``A·W`` / ``A·Wᵀ`` (``relu``, ``mask``):
+        the chip's fused pass, here the two kernels in turn. Returns (A, stats of A,
+        product, stats of the product)."""
+        a, st1 = self.spmm(s, x, shift)
+        z, st2 = self.gemm(form, a, w, shift2, relu=relu, mask=mask)
+        return a, st1, z, st2
+
+    def gemm(self, form: str, x, w: np.ndarray, shift: int, relu=False, mask=None,
+             site=None):
         k = x.shape[0] if form == "xtg" else x.shape[1]
         self.fmt.check_reduction(k, f"GEMM {form} reduction")
         return fixed.output_stage(fixed.gemm(form, x, w), shift, self.fmt.width, relu, mask)

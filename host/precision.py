@@ -57,7 +57,8 @@ class FixedOps:
     def spmm(self, site: str, adj: Fixed, h: Fixed, relu=False, mask=None) -> Fixed:
         return self._run(
             site, adj.exp + h.exp, lambda: _bound_bits(adj.mant, h.mant),
-            lambda shift: self.backend.spmm(adj.mant, h.mant, shift, relu=relu, mask=mask))
+            lambda shift: self.backend.spmm(adj.mant, h.mant, shift, relu=relu, mask=mask,
+                                            site=site))
 
     def gemm(self, site: str, form: str, x: Fixed, w: Fixed, relu=False, mask=None) -> Fixed:
         def bound():
@@ -68,14 +69,42 @@ class FixedOps:
 
         return self._run(
             site, x.exp + w.exp, bound,
-            lambda shift: self.backend.gemm(form, x.mant, w.mant, shift, relu=relu, mask=mask))
+            lambda shift: self.backend.gemm(form, x.mant, w.mant, shift, relu=relu, mask=mask,
+                                            site=site))
 
-    def _run(self, site: str, acc_exp: int, bound, execute) -> Fixed:
+    def spmm_gemm(self, site: str, adj: Fixed, h: Fixed, gemm_site: str, form: str,
+                  w: Fixed, relu=False, mask=None) -> tuple[Fixed, Fixed]:
+        """An SpMM feeding a GEMM. The backend runs them as one pipelined pass once both
+        shifts are known before the SpMM starts, i.e. once the GEMM's site has been
+        seen (delayed scaling); its first execution needs the SpMM's output for its
+        bound, so it runs the two kernels one after the other. Same results either way."""
+        fused = getattr(self.backend, "spmm_gemm", None)
+        if fused is None or gemm_site not in self.magnitude:
+            a = self.spmm(site, adj, h)
+            return a, self.gemm(gemm_site, form, a, w, relu=relu, mask=mask)
+        exp1 = adj.exp + h.exp
+        shift1 = self._shift(site, exp1, lambda: _bound_bits(adj.mant, h.mant))
+        exp2 = exp1 + shift1 + w.exp
+        shift2 = self._shift(gemm_site, exp2, None)
+        a, st1, z, st2 = fused(adj.mant, h.mant, shift1, form, w.mant, shift2, relu=relu,
+                               mask=mask, site=f"{site}+{gemm_site}")
+        self._observe(site, exp1, st1)
+        self._observe(gemm_site, exp2, st2)
+        return (Fixed(np.asarray(a, dtype=np.int64), exp1 + shift1, self.width),
+                Fixed(np.asarray(z, dtype=np.int64), exp2 + shift2, self.width))
+
+    def _shift(self, site: str, acc_exp: int, bound) -> int:
         bits = self.magnitude[site] - acc_exp if site in self.magnitude else bound()
-        shift = max(0, bits - (self.width - 1))
-        mant, stats = execute(shift)
+        return max(0, bits - (self.width - 1))
+
+    def _observe(self, site: str, acc_exp: int, stats) -> None:
         if stats.max_abs:
             self.magnitude[site] = stats.max_abs.bit_length() + acc_exp + self.headroom
         self.saturated += stats.saturated
         self.operations += 1
+
+    def _run(self, site: str, acc_exp: int, bound, execute) -> Fixed:
+        shift = self._shift(site, acc_exp, bound)
+        mant, stats = execute(shift)
+        self._observe(site, acc_exp, stats)
         return Fixed(np.asarray(mant, dtype=np.int64), acc_exp + shift, self.width)

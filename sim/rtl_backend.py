@@ -48,47 +48,75 @@ class RTLBackend:
         self.fmt = NumberFormat(width=config.sae.width, acc_width=config.sae.acc_width)
         self.cycles = defaultdict(int)  # per operation kind
         self.busy = defaultdict(int)  # per engine
-        self.batches = []  # (kinds, cycles, sae busy, dce busy) of every batch
+        self.batches = []  # (kind, site, cycles, sae busy, dce busy) of every batch
         self._await = resume(self._await_async)
 
     @staticmethod
     async def _await_async(fn, *args, **kwargs):
         return await fn(*args, **kwargs)
 
-    def _record(self, kinds: tuple[str, ...], res) -> None:
-        # a fused batch is counted once, under its combined kind
-        self.cycles["+".join(kinds)] += res.cycles
+    def _record(self, kind: str, site, res) -> None:
+        # a fused batch is counted once, under its combined kind ("spmm+gemm_xwt")
+        self.cycles[kind] += res.cycles
         sae, dce = res.counters["sae_busy_cycles"], res.counters["dce_busy_cycles"]
         self.busy["sae"] += sae
         self.busy["dce"] += dce
-        self.batches.append(("+".join(kinds), res.cycles, sae, dce))
+        self.batches.append((kind, site, res.cycles, sae, dce))
 
-    def spmm(self, s, x, shift: int, relu=False, mask=None, kind="spmm"):
+    def spmm(self, s, x, shift: int, relu=False, mask=None, site=None, kind="spmm"):
         s = sp.csr_array(s)
         deg = s.indptr[1:] - s.indptr[:-1]
         self.fmt.check_reduction(int(deg.max()) if deg.size else 0, "SpMM row")
         out, stats, res = self._await(self.kern.spmm, s, x, shift, relu, mask)
-        self._record((kind,), res)
+        self._record(kind, site, res)
         return out, stats
 
-    def gemm(self, form: str, x, w, shift: int, relu=False, mask=None):
+    def spmm_gemm(self, s, x, shift: int, form: str, w, shift2: int, relu=False, mask=None,
+                  site=None):
+        """The fine-grain pipeline when A's rows fit the exchange port (F ≤ lanes) and
+        the product one tile; otherwise the two kernels in turn."""
+        L = self.config.lanes
+        m = w.shape[1] if form == "xw" else w.shape[0]
+        if x.shape[1] > L or m > L or form not in ("xw", "xwt"):
+            sites = (site or "+").split("+")
+            a, st1 = self.spmm(s, x, shift, site=sites[0] or None)
+            z, st2 = self.gemm(form, a, w, shift2, relu=relu, mask=mask, site=sites[-1] or None)
+            return a, st1, z, st2
+        s = sp.csr_array(s)
+        deg = s.indptr[1:] - s.indptr[:-1]
+        self.fmt.check_reduction(int(deg.max()) if deg.size else 0, "SpMM row")
+        a, st1, z, st2, res = self._await(self.kern.spmm_gemm, s, x, shift, form, w, shift2,
+                                          relu2=relu, mask2=mask)
+        self._record(f"spmm+gemm_{form}", site, res)
+        return a, st1, z, st2
+
+    def gemm(self, form: str, x, w, shift: int, relu=False, mask=None, site=None):
         if sp.issparse(x):  # sparse features: the SAE serves X·W and Xᵀ·G
             if form == "xw":
-                return self.spmm(x, w, shift, relu, mask, kind="gemm_xw_sparse")
+                return self.spmm(x, w, shift, relu, mask, site, kind="gemm_xw_sparse")
             if form == "xtg":
-                return self.spmm(sp.csr_array(x.T), w, shift, relu, mask,
+                return self.spmm(sp.csr_array(x.T), w, shift, relu, mask, site,
                                  kind="gemm_xtg_sparse")
             raise ValueError(f"GEMM {form} with a sparse left operand is not supported")
         k = x.shape[0] if form == "xtg" else x.shape[1]
         self.fmt.check_reduction(k, f"GEMM {form} reduction")
         out, stats, res = self._await(self.kern.gemm, form, x, w, shift, relu, mask)
-        self._record((f"gemm_{form}",), res)
+        self._record(f"gemm_{form}", site, res)
         return out, stats
 
     def summary(self) -> dict:
+        """The JSON keys of a run: totals, per operation kind, and per site the cycles
+        of its first and last execution (a fused site's first epoch runs unfused)."""
+        sites = {}
+        for kind, site, cycles, sae, dce in self.batches:
+            if site is None:
+                continue
+            rec = sites.setdefault(site, dict(kind=kind, runs=0, first_cycles=cycles))
+            rec.update(runs=rec["runs"] + 1, last_cycles=cycles, last_sae_busy=sae,
+                       last_dce_busy=dce)
         return dict(cycles=sum(self.cycles.values()), sae_busy_cycles=self.busy["sae"],
                     dce_busy_cycles=self.busy["dce"], cycles_per_op=dict(self.cycles),
-                    kernel_runs=len(self.batches))
+                    kernel_runs=len(self.batches), cycles_per_site=sites)
 
 
 def train_rtl(args: dict) -> dict:

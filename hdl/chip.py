@@ -4,29 +4,37 @@ them, a descriptor-driven controller and the memory port (DESIGN §2-3).
 ::
 
     desc ─▶ queue ─▶ controller ──cmd──▶ SAE ──out──┬──────────────▶ write channel (sae)
-                        │    ▲           ▲ ▲ ▲       └─▶ pipeline FIFO ─▶ xchg_o
-                        │    │       x csr mask                             │ (loopback on
-                        │  status     (read channels)                       ▼  one chip)
-                        └────────cmd──▶ DCE ◀── a ── memory, or ◀──────── xchg_i
-                                         ▲ ▲ └──out──▶ write channel (dce)
-                                         b mask
+                        │                 ▲ ▲ ▲      │
+                        ▼               x csr mask   ├─▶ pipeline FIFO ─▶ xchg_o
+                      status        (read channels)  │   (rows of either engine)  │
+                                          │          │                 one chip:  │ loopback
+                                     x ◀──┴──────────┼──────────────── xchg_i ◀───┘
+                                     a ◀─────────────┘ (to the SAE's x or the DCE's a)
+                      cmd ──▶ DCE ◀── a, b, mask (read channels)
+                                └──out──┬──▶ write channel (dce)
+                                        └──▶ pipeline FIFO
 
 **Descriptors** (:attr:`ChipLayouts.desc_layout`) name a unit and its operands:
 
-- ``LOAD`` — fill feature-buffer ``bank`` of the SAE with ``rows`` words from ``src``;
+- ``LOAD`` — fill feature-buffer ``bank`` of the SAE with ``rows`` words from ``src``,
+  or from the exchange port (``from_xchg``: a GEMM's output rows);
 - ``SPMM`` — ``rows`` output rows of S·X from ``bank``; the CSR beats (``src_len``) from
-  ``src``, ReLU' masks from ``mask_addr``; rows go to memory at ``dst`` (``to_mem``)
-  and/or into the pipeline FIFO towards the exchange port (``to_xchg``);
+  ``src``, ReLU' masks from ``mask_addr``; with ``follow`` it starts while the ``LOAD``
+  before it still fills the bank (see :mod:`mixgcn.hdl.sae`);
 - ``GEMM`` — one DCE operation (``op``, ``rows``, ``k``, ``m``); ``a`` words from ``src``
   (``src_len``), or one word a row from the exchange port (``from_xchg``, needs
-  ``k <= lanes``); ``b`` words from ``src_b`` (``b_len``); rows to memory at ``dst``.
+  ``k <= lanes``); ``b`` words from ``src_b`` (``b_len``);
+- ``FENCE`` — nothing; with ``fence`` it reports once everything before it completed.
 
-Each descriptor also carries the output stage's ``shift``, ``relu`` and ``mask``.
-Descriptors issue in order, each as soon as its unit is free, so a ``LOAD`` overlaps
-the previous ``SPMM`` (the other bank) and a ``GEMM`` reading the exchange port runs
-beside the ``SPMM`` feeding it: the DCE takes each row as soon as the SAE finishes it
-(the fine-grain pipeline). ``fence`` holds a descriptor until every earlier one has
-completed, which orders a read after the write it depends on.
+SPMM and GEMM rows go to memory at ``dst`` (``to_mem``) and/or into the pipeline FIFO
+towards the exchange port (``to_xchg``). Each descriptor also carries the output
+stage's ``shift``, ``relu`` and ``mask``. Descriptors issue in order, each as soon as
+its unit is free, so a ``LOAD`` overlaps the previous ``SPMM`` (the other bank), and
+the two halves of a layer run together: an SpMM feeding a GEMM through the exchange
+port (the DCE takes each row as soon as the SAE finishes it), or a GEMM feeding the
+LOAD of a following SpMM (the SAE gathers each row once its neighbours have arrived).
+``fence`` holds a descriptor until every earlier one has completed, which orders a
+read after the write it depends on.
 
 A unit completes when its output is in memory (or, for ``to_xchg`` only, in the
 pipeline FIFO); it then sends a **status** record: its sequence number, the cycles from
@@ -76,7 +84,7 @@ class ChipLayouts:
             "src": unsigned(aw), "src_len": unsigned(32),
             "src_b": unsigned(aw), "b_len": unsigned(32),
             "mask_addr": unsigned(aw), "dst": unsigned(aw),
-            "to_mem": 1, "to_xchg": 1, "from_xchg": 1, "fence": 1,
+            "to_mem": 1, "to_xchg": 1, "from_xchg": 1, "follow": 1, "fence": 1,
         })
         self.status_layout = data.StructLayout({
             "seq": unsigned(32), "unit": Unit, "cycles": unsigned(32),
@@ -141,26 +149,35 @@ class Chip(wiring.Component):
             w = StreamWriter(eng.out_layout, addr_width=aw, mem_width=mw, field="data")
             m.submodules[f"write_{name}"] = writers[name] = w
             wiring.connect(m, w.mem, wiring.flipped(getattr(self, f"wr_{name}")))
-        wiring.connect(m, readers["x"].o, sae.x)
         wiring.connect(m, readers["csr"].o, sae.csr)
         wiring.connect(m, readers["smask"].o, sae.mask)
         wiring.connect(m, readers["b"].o, dce.b)
         wiring.connect(m, readers["dmask"].o, dce.mask)
-        wiring.connect(m, dce.out, writers["dce"].i)
 
-        # ------------------------------------- SAE output: memory and/or the pipeline
-        to_mem, to_xchg, from_xchg = Signal(), Signal(), Signal()
+        # ------------------------------------ engine outputs: memory and/or the pipeline
+        # The pipeline FIFO carries rows from one engine to the other through the
+        # exchange port: SAE → DCE (an SpMM's rows are a GEMM's input) or DCE → SAE (a
+        # GEMM's rows fill the feature buffer an SpMM gathers from). Descriptors pick
+        # the producer (``to_xchg``) and the consumer (``from_xchg``); one of each at a
+        # time, which the driver keeps to.
         m.submodules.pipe = pipe = SyncFIFOBuffered(width=lay.row_layout.size,
                                                     depth=c.pipeline_depth)
-        mem_ok = ~to_mem | writers["sae"].i.ready
-        pipe_ok = ~to_xchg | pipe.w_rdy
-        m.d.comb += [
-            sae.out.ready.eq(mem_ok & pipe_ok),
-            writers["sae"].i.valid.eq(sae.out.valid & to_mem & pipe_ok),
-            writers["sae"].i.payload.eq(sae.out.payload),
-            pipe.w_en.eq(sae.out.valid & to_xchg & mem_ok),
-            pipe.w_data.eq(sae.out.payload),
-        ]
+        route = {}  # engine -> (to_mem, to_xchg) of its current operation
+        pipe_writes = []
+        for name, eng in (("sae", sae), ("dce", dce)):
+            to_mem = Signal(name=f"{name}_to_mem")
+            to_xchg = Signal(name=f"{name}_to_xchg")
+            route[name] = (to_mem, to_xchg)
+            w = writers[name]
+            mem_ok = ~to_mem | w.i.ready
+            pipe_ok = ~to_xchg | pipe.w_rdy
+            m.d.comb += [eng.out.ready.eq(mem_ok & pipe_ok),
+                         w.i.valid.eq(eng.out.valid & to_mem & pipe_ok),
+                         w.i.payload.eq(eng.out.payload)]
+            pipe_writes.append((eng.out.valid & to_xchg & mem_ok, eng.out.payload))
+        (sae_put, sae_row), (dce_put, dce_row) = pipe_writes
+        m.d.comb += [pipe.w_en.eq(sae_put | dce_put),
+                     pipe.w_data.eq(Mux(sae_put, Value.cast(sae_row), Value.cast(dce_row)))]
         if self.loopback:
             xchg = pipe.r_stream
         else:
@@ -168,13 +185,15 @@ class Chip(wiring.Component):
                          pipe.r_en.eq(self.xchg_o.ready)]
             xchg = self.xchg_i
         row = data.View(lay.row_layout, xchg.payload) if self.loopback else xchg.payload
-        a_rd = readers["a"].o
-        m.d.comb += [
-            dce.a.valid.eq(Mux(from_xchg, xchg.valid, a_rd.valid)),
-            dce.a.payload.eq(Mux(from_xchg, Value.cast(row.data), Value.cast(a_rd.payload))),
-            xchg.ready.eq(from_xchg & dce.a.ready),
-            a_rd.ready.eq(~from_xchg & dce.a.ready),
-        ]
+        a_from_xchg, x_from_xchg = Signal(), Signal()
+        for eng_in, reader, sel in ((dce.a, readers["a"].o, a_from_xchg),
+                                    (sae.x, readers["x"].o, x_from_xchg)):
+            m.d.comb += [
+                eng_in.valid.eq(Mux(sel, xchg.valid, reader.valid)),
+                eng_in.payload.eq(Mux(sel, Value.cast(row.data), Value.cast(reader.payload))),
+                reader.ready.eq(~sel & eng_in.ready),
+            ]
+        m.d.comb += xchg.ready.eq((a_from_xchg & dce.a.ready) | (x_from_xchg & sae.x.ready))
 
         # ---------------------------------------------------------------- controller
         m.submodules.queue = queue = SyncFIFOBuffered(width=lay.desc_layout.size,
@@ -219,9 +238,10 @@ class Chip(wiring.Component):
         m.d.comb += [issue.eq(queue.r_rdy & can & (~head.fence | all_done)),
                      queue.r_en.eq(issue)]
 
-        rows_out = Signal(32)  # SPMM rows done
-        spmm_rows = Signal(32)
-        gemm_rows = Signal(32)
+        # progress of each unit's operation, counted where its words leave or arrive
+        rows_out, spmm_rows = Signal(32), Signal(32)  # SPMM rows out / expected
+        gemm_out, gemm_rows = Signal(32), Signal(32)  # GEMM rows out / expected
+        loaded, load_rows = Signal(32), Signal(32)  # LOAD rows taken / expected
         with m.If(issue):
             m.d.sync += self.issued.eq(self.issued + 1)
             for u in units:
@@ -231,11 +251,14 @@ class Chip(wiring.Component):
             with m.Switch(head.unit):
                 with m.Case(Unit.LOAD):
                     r = readers["x"]
-                    m.d.comb += [r.start.eq(1), r.base.eq(head.src), r.count.eq(head.rows)]
+                    m.d.comb += [r.start.eq(1), r.base.eq(head.src),
+                                 r.count.eq(Mux(head.from_xchg, 0, head.rows))]
                     m.d.sync += [sae_cmd.valid.eq(1), sae_owner.eq(Unit.LOAD),
                                  sae_cmd.payload.op.eq(SAEOp.LOAD),
                                  sae_cmd.payload.bank.eq(head.bank),
-                                 sae_cmd.payload.rows.eq(head.rows)]
+                                 sae_cmd.payload.rows.eq(head.rows),
+                                 x_from_xchg.eq(head.from_xchg), load_rows.eq(head.rows),
+                                 loaded.eq(0)]
                 with m.Case(Unit.SPMM):
                     for name, base, count in (("csr", head.src, head.src_len),
                                               ("smask", head.mask_addr,
@@ -247,8 +270,9 @@ class Chip(wiring.Component):
                     m.d.sync += [sae_cmd.valid.eq(1), sae_owner.eq(Unit.SPMM),
                                  p.op.eq(SAEOp.SPMM), p.bank.eq(head.bank), p.rows.eq(head.rows),
                                  p.shift.eq(head.shift), p.relu.eq(head.relu),
-                                 p.mask.eq(head.mask), to_mem.eq(head.to_mem),
-                                 to_xchg.eq(head.to_xchg), rows_out.eq(0),
+                                 p.mask.eq(head.mask), p.follow.eq(head.follow),
+                                 route["sae"][0].eq(head.to_mem),
+                                 route["sae"][1].eq(head.to_xchg), rows_out.eq(0),
                                  spmm_rows.eq(head.rows)]
                 with m.Case(Unit.GEMM):
                     for name, base, count in (
@@ -262,16 +286,19 @@ class Chip(wiring.Component):
                     m.d.sync += [dce_cmd.valid.eq(1), p.op.eq(head.op), p.rows.eq(head.rows),
                                  p.k.eq(head.k), p.m.eq(head.m), p.shift.eq(head.shift),
                                  p.relu.eq(head.relu), p.mask.eq(head.mask),
-                                 from_xchg.eq(head.from_xchg),
+                                 a_from_xchg.eq(head.from_xchg),
+                                 route["dce"][0].eq(head.to_mem),
+                                 route["dce"][1].eq(head.to_xchg), gemm_out.eq(0),
                                  gemm_rows.eq(Mux(head.op == DCEOp.XTG, head.k, head.rows))]
 
-        with m.If(sae.out.valid & sae.out.ready):
-            m.d.sync += rows_out.eq(rows_out + 1)
+        for count, strm in ((rows_out, sae.out), (gemm_out, dce.out), (loaded, sae.x)):
+            with m.If(strm.valid & strm.ready):
+                m.d.sync += count.eq(count + 1)
 
         finished = {
-            Unit.LOAD: sent[Unit.LOAD] & readers["x"].done,
+            Unit.LOAD: sent[Unit.LOAD] & (loaded == load_rows),
             Unit.SPMM: sent[Unit.SPMM] & (rows_out == spmm_rows),
-            Unit.GEMM: sent[Unit.GEMM] & (writers["dce"].written == gemm_rows),
+            Unit.GEMM: sent[Unit.GEMM] & (gemm_out == gemm_rows),
             Unit.FENCE: 1,
         }
         stats = {Unit.LOAD: (0, 0), Unit.SPMM: (sae.max_abs, sae.saturated),

@@ -25,7 +25,12 @@ Streams (payloads are ``lib.data`` layouts):
 The feature buffer has two banks (``bank`` in the command): while a ``SPMM`` reads one,
 a ``LOAD`` may fill the other, so passes over F > L features overlap loading with
 computing. Commands are taken in order; a command waits while its bank is in use by
-the other unit. The buffer has one read port per pipeline.
+the other unit — except a ``SPMM`` with ``follow``, which starts while the ``LOAD``
+before it is still filling its bank: each beat then waits until every row it gathers
+has been written (``col < rows loaded``). Rows arrive in order, so when S's columns
+stay close to its rows (node reordering, :mod:`mixgcn.golden.reorder`) the SpMM
+trails its own load, or the DCE producing that load (the chip's DCE→SAE pipeline).
+The buffer has one read port per pipeline.
 
 Flow control, counters and statistics are as in the DCE: inside, the pipeline never
 stalls; a row is admitted only when the output FIFO is sure to have room.
@@ -35,7 +40,7 @@ compute unit (cycles while a ``SPMM`` is in progress), ``load_cycles`` the loade
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -61,6 +66,7 @@ class SAELayouts:
             "shift": range(c.acc_width),
             "relu": 1,
             "mask": 1,
+            "follow": 1,
         })
         self.x_layout = data.ArrayLayout(signed(c.width), c.lanes)
         self.csr_layout = data.StructLayout({
@@ -138,7 +144,11 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
 
         beat = self.csr.payload
         need_mask = mask_en & beat.last
-        inputs_ok = self.csr.valid & (~need_mask | self.mask.valid)
+        # a following SPMM reads a bank the loader is still filling: a beat waits until
+        # every row it gathers has been written
+        filling = load_busy & (load_bank == spmm_bank)
+        loaded = Cat(*((e >= beat.count) | (beat.col[e] < load_addr) for e in range(E))).all()
+        inputs_ok = self.csr.valid & (~need_mask | self.mask.valid) & (~filling | loaded)
         room = ~beat.last | credit
         accept = Signal()
         active = spmm_busy & ~flushing & (rows_left != 0)
@@ -213,7 +223,7 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         # -------------------------------------------------------------- dispatch
         p = self.cmd.payload
         load_ok = ~load_busy & ~(spmm_busy & (spmm_bank == p.bank))
-        spmm_ok = ~spmm_busy & ~(load_busy & (load_bank == p.bank))
+        spmm_ok = ~spmm_busy & ~(load_busy & (load_bank == p.bank) & ~p.follow)
         m.d.comb += self.cmd.ready.eq(Mux(p.op == SAEOp.LOAD, load_ok, spmm_ok))
         with m.If(self.cmd.valid & self.cmd.ready):
             with m.If(p.op == SAEOp.LOAD):

@@ -166,15 +166,19 @@ class ChipKernels:
                 *(f"{e}_{c}" for e in ("sae", "dce") for c in ENGINE_COUNTERS))
 
     # ------------------------------------------------------------------- kernels
-    def _spmm_descs(self, scratch, s, x, shift, relu, mask, *, to_xchg=False, to_mem=True):
+    def _spmm_descs(self, scratch, s, x, shift, relu, mask, *, to_xchg=False, to_mem=True,
+                    follow=True):
         """LOAD/SPMM descriptors for S·X in ⌈F/L⌉ passes, alternating banks so that each
-        pass's LOAD overlaps the previous pass's SPMM. Returns (descs, out address, F)."""
+        pass's LOAD overlaps the previous pass's SPMM, and (``follow``) each SPMM trails
+        its own LOAD. ``x`` = (rows, features): X arrives through the exchange port
+        (one pass). Returns (descs, out address, passes)."""
         c = self.config
         s = sp.csr_array(s)
-        x = np.asarray(x, dtype=np.int64)
         n, k = s.shape
-        if x.shape[0] != k:
-            raise ValueError(f"SpMM: S is {s.shape} but X has {x.shape[0]} rows")
+        from_xchg = isinstance(x, tuple)
+        kx, F = x if from_xchg else np.shape(x)
+        if kx != k:
+            raise ValueError(f"SpMM: S is {s.shape} but X has {kx} rows")
         if k > c.sae.max_nodes:
             raise ValueError(f"SpMM: X has {k} rows; the chip's SAE buffer holds "
                              f"{c.sae.max_nodes} (SAEConfig.max_nodes)")
@@ -183,12 +187,18 @@ class ChipKernels:
             raise ValueError(f"SpMM: a row of S has {deg.max()} non-zeros; the SAE's "
                              f"accumulators are sized for {c.sae.max_degree}")
         beats_addr, nbeats = self._csr(s)
-        L, F = self.L, x.shape[1]
+        L = self.L
         passes = max(1, -(-F // L))
-        xp = np.zeros((k, passes * L), dtype=np.int64)
-        xp[:, :F] = x
-        x_addr = scratch.put(pack(self.lay.stream_layouts["x"],
-                                  xp.reshape(k, passes, L).transpose(1, 0, 2).reshape(-1, L)))
+        if from_xchg:
+            if passes > 1:
+                raise ValueError(f"an SpMM fed by the DCE takes at most {L} features, got {F}")
+            x_addr = 0
+        else:
+            xp = np.zeros((k, passes * L), dtype=np.int64)
+            xp[:, :F] = np.asarray(x, dtype=np.int64)
+            x_addr = scratch.put(pack(self.lay.stream_layouts["x"],
+                                      xp.reshape(k, passes, L).transpose(1, 0, 2)
+                                      .reshape(-1, L)))
         m_addr = 0
         if mask is not None:
             mp = np.zeros((n, passes * L), dtype=bool)
@@ -196,12 +206,13 @@ class ChipKernels:
             m_addr = scratch.put(_mask_words(mp.reshape(n, passes, L).transpose(1, 0, 2)
                                              .reshape(-1, L)))
         out = scratch.alloc(passes * n) if to_mem else 0
-        loads = [self.desc(Unit.LOAD, bank=p % 2, rows=k, src=x_addr + p * k)
+        loads = [self.desc(Unit.LOAD, bank=p % 2, rows=k, src=x_addr + p * k,
+                           from_xchg=int(from_xchg))
                  for p in range(passes)]
         spmms = [self.desc(Unit.SPMM, bank=p % 2, rows=n, src=beats_addr, src_len=nbeats,
                            shift=shift, relu=int(relu), mask=int(mask is not None),
                            mask_addr=m_addr + p * n, dst=out + p * n, to_mem=int(to_mem),
-                           to_xchg=int(to_xchg))
+                           to_xchg=int(to_xchg), follow=int(follow))
                  for p in range(passes)]
         descs = loads[:2] + [d for p in range(passes)
                              for d in (spmms[p], *loads[p + 2:p + 3])]
@@ -211,15 +222,16 @@ class ChipKernels:
         rows = self.read_rows(out, passes * n, self.L)
         return rows.reshape(passes, n, self.L).transpose(1, 0, 2).reshape(n, -1)[:, :F]
 
-    async def spmm(self, s, x, shift: int, relu=False, mask=None):
+    async def spmm(self, s, x, shift: int, relu=False, mask=None, follow=True):
         """``S · X`` through the output stage; returns (rows, OutputStats, RunResult)."""
         scratch = self._Scratch(self)
-        descs, out, passes = self._spmm_descs(scratch, s, x, shift, relu, mask)
+        descs, out, passes = self._spmm_descs(scratch, s, x, shift, relu, mask, follow=follow)
         res = await self.run(descs)
         n, F = s.shape[0], np.shape(x)[1]
         return self._gather(out, passes, n, F), res.stats(Unit.SPMM), res
 
-    def _gemm_descs(self, scratch, form, x, w, shift, relu, mask, *, from_xchg=False):
+    def _gemm_descs(self, scratch, form, x, w, shift, relu, mask, *, from_xchg=False,
+                    to_mem=True, to_xchg=False):
         c = self.config.dce
         R, C, V = c.rows, c.cols, c.b_lanes
         w = np.asarray(w, dtype=np.int64)
@@ -254,7 +266,7 @@ class ChipKernels:
                     descs.append(self.desc(
                         Unit.GEMM, op=DCEOp.XTG, rows=n, k=kk, m=mm, shift=shift,
                         relu=int(relu), src=a_addr + t * n, src_len=n, src_b=b_addr + u * n,
-                        b_len=n, dst=out + (t * mt + u) * R))
+                        b_len=n, dst=out + (t * mt + u) * R, to_mem=1))
             return descs, (out, kt, mt, k, mtot)
         mtot = w.shape[1] if form == "xw" else w.shape[0]
         kw = w.shape[0] if form == "xw" else w.shape[1]
@@ -280,7 +292,10 @@ class ChipKernels:
             mp[:, :mtot] = np.asarray(mask, dtype=bool)
             m_addr = scratch.put(_mask_words(mp.reshape(n, mt, C).transpose(1, 0, 2)
                                              .reshape(-1, C)))
-        out = scratch.alloc(mt * n)
+        if to_xchg and mt > 1:
+            raise ValueError(f"a GEMM feeding the SAE makes rows of at most {C} values, "
+                             f"got {mtot}")
+        out = scratch.alloc(mt * n) if to_mem else 0
         descs = []
         for u in range(mt):
             m0, m1 = u * C, min(mtot, (u + 1) * C)
@@ -290,7 +305,8 @@ class ChipKernels:
                 Unit.GEMM, op=_FORMS[form], rows=n, k=k, m=m1 - m0, shift=shift,
                 relu=int(relu), mask=int(mask is not None), mask_addr=m_addr + u * n,
                 src=a_addr, src_len=n * chunks, src_b=b_addr, b_len=len(b),
-                dst=out + u * n, from_xchg=int(from_xchg)))
+                dst=out + u * n, from_xchg=int(from_xchg), to_mem=int(to_mem),
+                to_xchg=int(to_xchg)))
         return descs, (out, mt, n, mtot)
 
     def _gemm_result(self, form, where):
@@ -332,3 +348,24 @@ class ChipKernels:
         a = self._gather(a_out, passes, n, F) if keep else None
         return (a, res.stats(Unit.SPMM), self._gemm_result(form, where),
                 res.stats(Unit.GEMM), res)
+
+    async def gemm_spmm(self, form: str, x, w, shift: int, s, shift2: int, *, relu2=False,
+                        mask2=None, keep=True):
+        """The other half of a layer's pipeline: ``T = X·W`` (``xw``) or ``X·Wᵀ``
+        (``xwt``) on the DCE, each row of T crossing the exchange port into the SAE's
+        feature buffer, and ``S·T`` gathering each row as soon as its neighbours have
+        arrived (``follow``). ``keep``: T is also written to memory and returned. T must
+        fit one tile (at most ``lanes`` columns)."""
+        if form not in ("xw", "xwt"):
+            raise ValueError(f"a GEMM feeding an SpMM is xw or xwt, got {form!r}")
+        x = np.asarray(x, dtype=np.int64)
+        scratch = self._Scratch(self)
+        gd, where = self._gemm_descs(scratch, form, x, w, shift, False, None, to_mem=keep,
+                                     to_xchg=True)
+        m = np.shape(w)[1] if form == "xw" else np.shape(w)[0]
+        sd, z_out, passes = self._spmm_descs(scratch, s, (x.shape[0], m), shift2, relu2,
+                                             mask2)
+        res = await self.run(gd + sd)
+        t = self._gemm_result(form, where) if keep else None
+        return (t, res.stats(Unit.GEMM), self._gather(z_out, passes, s.shape[0], m),
+                res.stats(Unit.SPMM), res)

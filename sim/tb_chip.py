@@ -121,6 +121,26 @@ async def check_kernels(kern, rng, tag):
         same_stats(st2, ws2, f"{tag} fused gemm {form}")
         assert [r["unit"] for r in res.status].count(Unit.GEMM) == 1
 
+    # ... and the other way: GEMM rows fill the SAE's buffer, the SpMM trails them
+    xg = values(rng, (k, 2 * R - 1))
+    for form, w, keep in (("xw", values(rng, (2 * R - 1, L)), True),
+                          ("xwt", values(rng, (L - 2, 2 * R - 1)), False)):
+        m = w.shape[1] if form == "xw" else w.shape[0]
+        mask2 = rng.random((n, m)) < 0.6
+        t, st1, z, st2, res = await kern.gemm_spmm(form, xg, w, 17, s, 11, relu2=True,
+                                                   mask2=mask2, keep=keep)
+        wt, ws1 = GOLDEN.gemm(form, xg, w, 17)
+        wz, ws2 = GOLDEN.spmm(s, wt, 11, relu=True, mask=mask2)
+        if keep:
+            same(t, wt, f"{tag} fused gemm {form} → spmm")
+        same_stats(st1, ws1, f"{tag} fused gemm {form} → spmm")
+        same(z, wz, f"{tag} fused spmm after gemm {form}")
+        same_stats(st2, ws2, f"{tag} fused spmm after gemm {form}")
+
+    # an SpMM that does not trail its load gives the same rows
+    got, stats, _ = await kern.spmm(s, x, 20, follow=False)
+    same(got, GOLDEN.spmm(s, x, 20)[0], f"{tag} spmm without follow")
+
 
 @cocotb.test()
 async def kernels_match_golden(dut):

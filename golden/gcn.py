@@ -176,6 +176,13 @@ class FloatOps:
         a = self.spmm(site, adj, h)
         return a, self.gemm(gemm_site, form, a, w, relu=relu, mask=mask)
 
+    def gemm_spmm(self, site: str, form: str, x, w, spmm_site: str, adj, relu=False,
+                  mask=None):
+        """``T = x·W`` (``xw``) or ``x·Wᵀ`` (``xwt``) and ``adj · T``: a GEMM whose rows
+        fill an SpMM's operand, the other pipelined pass. Returns (T, product)."""
+        t = self.gemm(site, form, x, w)
+        return t, self.spmm(spmm_site, adj, t, relu=relu, mask=mask)
+
     def gemm(self, site: str, form: str, x, w, relu: bool = False, mask=None):
         if form == "xw":
             y = x @ w
@@ -239,8 +246,8 @@ class GCN:
             relu = l != last
             fin, fout = self.dims[l]
             if fin > fout:
-                t = ops.gemm(f"L{l}.fwd.comb", "xw", hd, w)
-                z = ops.spmm(f"L{l}.fwd.agg", adj, t, relu=relu)
+                t, z = ops.gemm_spmm(f"L{l}.fwd.comb", "xw", hd, w, f"L{l}.fwd.agg", adj,
+                                     relu=relu)
                 cache.append(dict(order="comb", hd=hd, w=w, scale=scale, h=h, t=t))
             else:
                 a, z = ops.spmm_gemm(f"L{l}.fwd.agg", adj, hd, f"L{l}.fwd.comb", "xw", w,
@@ -267,8 +274,8 @@ class GCN:
             else:
                 dw = ops.gemm(f"L{l}.bwd.wgrad", "xtg", c["a"], g)
                 if l:
-                    da = ops.gemm(f"L{l}.bwd.comb", "xwt", g, c["w"])
-                    dhd = ops.spmm(f"L{l}.bwd.agg", adj, da, mask=mask)
+                    _, dhd = ops.gemm_spmm(f"L{l}.bwd.comb", "xwt", g, c["w"],
+                                           f"L{l}.bwd.agg", adj, mask=mask)
             grads[l] = np.asarray(ops.to_float(dw), dtype=self.weights[l].dtype)
             if l:
                 dh = ops.to_float(dhd)

@@ -64,6 +64,14 @@ class GoldenBackend:
         z, st2 = self.gemm(form, a, w, shift2, relu=relu, mask=mask)
         return a, st1, z, st2
 
+    def gemm_spmm(self, form: str, x, w, shift: int, s, shift2: int, relu=False, mask=None,
+                  site=None):
+        """``T = X·W`` / ``X·Wᵀ`` (no ReLU, no mask) feeding ``S·T`` (``relu``, ``mask``):
+        the chip's other fused pass, here in turn. Returns (T, its stats, S·T, stats)."""
+        t, st1 = self.gemm(form, x, w, shift)
+        z, st2 = self.spmm(s, t, shift2, relu=relu, mask=mask)
+        return t, st1, z, st2
+
     def gemm(self, form: str, x, w: np.ndarray, shift: int, relu=False, mask=None,
              site=None):
         k = x.shape[0] if form == "xtg" else x.shape[1]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
+from mixgcn.golden.reorder import ORDERINGS
 from mixgcn.host.backends import BACKENDS
 from mixgcn.host.train import PRECISIONS, train
 
@@ -37,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="L2 weight decay on the first layer (default %(default)s)")
     t.add_argument("--dropout", type=float, default=d.dropout)
     t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--reorder", default="none", choices=ORDERINGS,
+                   help="renumber the nodes first: rcm = reverse Cuthill-McKee, so an "
+                        "SpMM can trail its input rows closely (default: none)")
     t.add_argument("--json", type=Path, default=None, help="write the metrics to this file")
     t.add_argument("--quiet", action="store_true", help="no per-epoch progress")
     return p
@@ -66,7 +70,7 @@ def rtl_arguments(args, config: GCNConfig) -> dict:
         dataset = str(Path(dataset).resolve())
     data_dir = str(Path(args.data_dir if args.data_dir else default_data_dir()).resolve())
     return dict(dataset=dataset, data_dir=data_dir, config=dataclasses.asdict(config),
-                quiet=args.quiet)
+                quiet=args.quiet, reorder=args.reorder)
 
 
 def cmd_train(args) -> int:
@@ -86,7 +90,8 @@ def cmd_train(args) -> int:
                          f"--precision {precision} is not available (use fixed16)")
     print(f"mixgcn: {dataset.summary()}", file=sys.stderr)
     print(f"mixgcn: training {config.layers}-layer GCN, hidden {config.hidden}, "
-          f"{precision} on {args.backend}, {config.epochs} epochs, seed {config.seed}",
+          f"{precision} on {args.backend}, {config.epochs} epochs, seed {config.seed}"
+          + (f", nodes reordered ({args.reorder})" if args.reorder != "none" else ""),
           file=sys.stderr)
     if args.backend == "rtl":
         from mixgcn.sim.rtl_backend import train_rtl
@@ -94,7 +99,8 @@ def cmd_train(args) -> int:
         result = train_rtl(rtl_arguments(args, config))
     else:
         result = train(dataset, config, precision=precision, backend=args.backend,
-                       progress=None if args.quiet else progress_printer(config.epochs))
+                       progress=None if args.quiet else progress_printer(config.epochs),
+                       reorder=args.reorder)
     print(f"accuracy: train {result['train_accuracy']:.4f}  val {result['val_accuracy']:.4f}  "
           f"test {result['test_accuracy']:.4f}")
     print(f"wall time: {result['wall_seconds']:.2f} s "

@@ -93,6 +93,25 @@ class FixedOps:
         return (Fixed(np.asarray(a, dtype=np.int64), exp1 + shift1, self.width),
                 Fixed(np.asarray(z, dtype=np.int64), exp2 + shift2, self.width))
 
+    def gemm_spmm(self, site: str, form: str, x: Fixed, w: Fixed, spmm_site: str,
+                  adj: Fixed, relu=False, mask=None) -> tuple[Fixed, Fixed]:
+        """A GEMM whose rows feed an SpMM: pipelined on the backend once the SpMM's
+        shift is known in advance (its site seen before), as :meth:`spmm_gemm`."""
+        fused = getattr(self.backend, "gemm_spmm", None)
+        if fused is None or spmm_site not in self.magnitude:
+            t = self.gemm(site, form, x, w)
+            return t, self.spmm(spmm_site, adj, t, relu=relu, mask=mask)
+        exp1 = x.exp + w.exp
+        shift1 = self._shift(site, exp1, lambda: _bound_bits(x.mant, w.mant))
+        exp2 = adj.exp + exp1 + shift1
+        shift2 = self._shift(spmm_site, exp2, None)
+        t, st1, z, st2 = fused(form, x.mant, w.mant, shift1, adj.mant, shift2, relu=relu,
+                               mask=mask, site=f"{site}+{spmm_site}")
+        self._observe(site, exp1, st1)
+        self._observe(spmm_site, exp2, st2)
+        return (Fixed(np.asarray(t, dtype=np.int64), exp1 + shift1, self.width),
+                Fixed(np.asarray(z, dtype=np.int64), exp2 + shift2, self.width))
+
     def _shift(self, site: str, acc_exp: int, bound) -> int:
         bits = self.magnitude[site] - acc_exp if site in self.magnitude else bound()
         return max(0, bits - (self.width - 1))

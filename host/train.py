@@ -14,6 +14,8 @@ import scipy.sparse as sp
 from mixgcn.golden.datasets import Dataset
 from mixgcn.golden.gcn import GCN, Adam, FloatOps, GCNConfig, accuracy, softmax_cross_entropy
 from mixgcn.golden.graph import normalized_adjacency
+from mixgcn.golden.reorder import bandwidth, node_order
+from mixgcn.golden.reorder import reorder as reordered
 from mixgcn.host.backends import BACKENDS, NumberFormat
 from mixgcn.host.precision import FixedOps
 
@@ -52,6 +54,7 @@ def train(
     precision: str = "float32",
     backend="golden",
     progress: Callable[[dict], None] | None = None,
+    reorder: str = "none",
 ) -> dict:
     """Train a GCN on ``dataset``; return the run's metrics (the CLI's JSON keys).
 
@@ -59,8 +62,12 @@ def train(
     The random stream (initialisation, then dropout masks) depends only on the seed and
     the shapes, so every precision and backend sees the same masks. Accuracies come
     from a final forward pass without dropout. ``progress`` gets a dict per epoch.
+    ``reorder`` renumbers the nodes first (:mod:`mixgcn.golden.reorder`): the same
+    model on the same graph, rows in another order (which changes the dropout masks'
+    assignment to nodes, so the weights differ from an unreordered run).
     """
     ops = make_ops(precision, backend)
+    dataset = reordered(dataset, node_order(dataset, reorder))
     t0 = time.perf_counter()
     rng = np.random.default_rng(config.seed)
     master = np.float64 if precision == "float64" else np.float32
@@ -106,6 +113,8 @@ def train(
         wall_seconds=time.perf_counter() - t0,
         epoch_seconds_median=float(np.median(epoch_seconds)) if epoch_seconds else 0.0,
         weights_sha256=model.weights_sha256(),
+        reorder=reorder,
+        adjacency_bandwidth=bandwidth(dataset),
     )
     if isinstance(ops, FixedOps):
         result["fixed_saturated"] = ops.saturated

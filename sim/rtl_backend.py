@@ -21,6 +21,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import scipy.sparse as sp
 
 from mixgcn.gen.config import CHIP_PRESETS
@@ -89,6 +90,25 @@ class RTLBackend:
                                           relu2=relu, mask2=mask)
         self._record(f"spmm+gemm_{form}", site, res)
         return a, st1, z, st2
+
+    def gemm_spmm(self, form: str, x, w, shift: int, s, shift2: int, relu=False, mask=None,
+                  site=None):
+        """The DCE→SAE pipeline when X is dense and T one tile; otherwise in turn."""
+        m = w.shape[1] if form == "xw" else w.shape[0]
+        if sp.issparse(x) or m > self.config.lanes or form not in ("xw", "xwt"):
+            sites = (site or "+").split("+")
+            t, st1 = self.gemm(form, x, w, shift, site=sites[0] or None)
+            z, st2 = self.spmm(s, t, shift2, relu=relu, mask=mask, site=sites[-1] or None)
+            return t, st1, z, st2
+        x = np.asarray(x)
+        self.fmt.check_reduction(x.shape[1], f"GEMM {form} reduction")
+        s = sp.csr_array(s)
+        deg = s.indptr[1:] - s.indptr[:-1]
+        self.fmt.check_reduction(int(deg.max()) if deg.size else 0, "SpMM row")
+        t, st1, z, st2, res = self._await(self.kern.gemm_spmm, form, x, w, shift, s, shift2,
+                                          relu2=relu, mask2=mask)
+        self._record(f"gemm_{form}+spmm", site, res)
+        return t, st1, z, st2
 
     def gemm(self, form: str, x, w, shift: int, relu=False, mask=None, site=None):
         if sp.issparse(x):  # sparse features: the SAE serves X·W and Xᵀ·G

@@ -46,7 +46,8 @@ async def train_on_rtl(dut):
             show(state)
 
     def work():
-        return train(dataset, config, precision="fixed16", backend=backend, progress=progress)
+        return train(dataset, config, precision="fixed16", backend=backend, progress=progress,
+                     reorder=args.get("reorder", "none"))
 
     result = await bridge(work)()
     result.update(backend.summary())

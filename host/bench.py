@@ -167,9 +167,52 @@ def bench_sae(preset: str = "default") -> tuple[dict, list[str]]:
     return keys, rows
 
 
+# kernel kinds the SAE runs (every other kind runs on the DCE)
+SAE_KINDS = {"spmm", "gemm_xw_sparse", "gemm_xtg_sparse"}
+
+
+def pipeline_report(alone: dict, piped: dict) -> tuple[list[dict], list[dict]]:
+    """Compare two runs of the same training (every kernel alone / pipelined), from
+    their ``cycles_per_site`` (the last execution of each site: the same call in both
+    runs, as the arithmetic and so the whole run are identical).
+
+    Returns the fused pairs (cycles of each kernel alone, their sum, the pipelined
+    cycles, overlap, ratio to the slower one alone) and the layer stages (``L1.bwd``:
+    all kernels of a layer's forward or backward; SAE alone / DCE alone sum each
+    engine's kernels)."""
+    pairs = []
+    for site, rec in piped.items():
+        if "+" not in site:
+            continue
+        a, b = (alone[p]["last_cycles"] for p in site.split("+"))
+        c = rec["last_cycles"]
+        pairs.append(dict(site=site, kind=rec["kind"], first=a, second=b, sum=a + b,
+                          pipelined=c, overlap=a + b - c, ratio=c / max(a, b)))
+    stages = {}
+    for site, rec in alone.items():
+        st = stages.setdefault(site.rsplit(".", 1)[0],
+                               dict(sae=0, dce=0, pipelined=0, kernels=0))
+        st["sae" if rec["kind"] in SAE_KINDS else "dce"] += rec["last_cycles"]
+        st["kernels"] += 1
+    # a pair's first execution ran its kernels alone (see RTLBackend.summary): in the
+    # pipelined run, only the pair counts
+    paired = {p for site in piped if "+" in site for p in site.split("+")}
+    for site, rec in piped.items():
+        if site not in paired:
+            stages[site.split("+")[0].rsplit(".", 1)[0]]["pipelined"] += rec["last_cycles"]
+    out = []
+    for name, st in stages.items():
+        st.update(stage=name, sum=st["sae"] + st["dce"],
+                  ratio=st["pipelined"] / max(st["sae"], st["dce"]))
+        st["overlap"] = st["sum"] - st["pipelined"]
+        out.append(st)
+    return pairs, sorted(out, key=lambda st: st["stage"])
+
+
 def bench_rtl() -> tuple[dict, list[str]]:
-    """Training on the simulated engines: cycles and wall time of a Cora epoch (the
-    engine-level backend: kernels one after another, no SAE/DCE overlap yet)."""
+    """Training Cora on the simulated chip: cycles and wall time per epoch, the
+    fine-grain pipeline (each kernel alone vs pipelined, per fused pair and per layer
+    stage) and node reordering (none vs rcm)."""
     from mixgcn.golden.gcn import GCNConfig
     from mixgcn.sim.rtl_backend import train_rtl
 
@@ -179,18 +222,54 @@ def bench_rtl() -> tuple[dict, list[str]]:
         _log(f"rtl skipped: {e}")
         return {}, ["RTL backend: skipped (no Cora)"]
     epochs = 3
-    _log(f"rtl: {epochs} Cora epochs on the simulated engines")
-    r = train_rtl(dict(dataset="cora", data_dir=str(default_data_dir()), quiet=True,
-                       config=dataclasses.asdict(GCNConfig(epochs=epochs))))
+    runs = {}
+    for reorder in ("none", "rcm"):
+        for pipeline in (False, True):
+            _log(f"rtl: {epochs} Cora epochs on the simulated chip, reorder {reorder}, "
+                 f"{'pipelined' if pipeline else 'every kernel alone'}")
+            runs[reorder, pipeline] = train_rtl(dict(
+                dataset="cora", data_dir=str(default_data_dir()), quiet=True,
+                reorder=reorder, pipeline=pipeline,
+                config=dataclasses.asdict(GCNConfig(epochs=epochs))))
+    r = runs["none", True]
     cycles = r["epoch_cycles"][-1]
     seconds = r["epoch_seconds_median"]
     keys = dict(cora_epoch_cycles=cycles, rtl_cora_epoch_seconds=seconds,
-                rtl_cycles_per_second=cycles / seconds, rtl_level="engines, sequential kernels")
-    per_op = ", ".join(f"{k} {v:,}" for k, v in sorted(r["cycles_per_op"].items()))
-    rows = ["RTL backend (engine level: kernels one after another), Cora",
-            f"  cycles per epoch {cycles:,}; wall {seconds:.2f} s per epoch "
-            f"({cycles / seconds:,.0f} simulated cycles/s)",
-            f"  all {epochs} epochs + evaluation, by kernel kind: {per_op}"]
+                rtl_cycles_per_second=cycles / seconds, rtl_level="chip (descriptors)")
+    rows = ["RTL backend: Cora on the simulated chip (SAE 16 lanes x 2 pipelines, DCE 16x16)"]
+    for reorder in ("none", "rcm"):
+        alone, piped = runs[reorder, False], runs[reorder, True]
+        assert alone["weights_sha256"] == piped["weights_sha256"]  # same arithmetic
+        pairs, stages = pipeline_report(alone["cycles_per_site"], piped["cycles_per_site"])
+        tag = "" if reorder == "none" else "_rcm"
+        keys[f"pipeline_ratio{tag}"] = max(p["ratio"] for p in pairs)
+        keys[f"layer_ratio_worst{tag}"] = max(st["ratio"] for st in stages)
+        keys[f"cora_epoch_cycles{tag}"] = piped["epoch_cycles"][-1]
+        keys[f"cora_epoch_cycles_unpipelined{tag}"] = alone["epoch_cycles"][-1]
+        keys[f"pipeline_pairs{tag}"] = pairs
+        keys[f"layer_stages{tag}"] = stages
+        rows.append(f"  node order {reorder} (adjacency bandwidth "
+                    f"{piped['adjacency_bandwidth']}): epoch {piped['epoch_cycles'][-1]:,} "
+                    f"cycles pipelined, {alone['epoch_cycles'][-1]:,} every kernel alone; "
+                    f"wall {piped['epoch_seconds_median']:.2f} s/epoch")
+        rows.append(f"    {'fused pair':<28} {'1st alone':>9} {'2nd alone':>9} {'sum':>7} "
+                    f"{'pipelined':>9} {'overlap':>8} {'ratio':>6}")
+        for p in pairs:
+            rows.append(f"    {p['site']:<28} {p['first']:>9,} {p['second']:>9,} "
+                        f"{p['sum']:>7,} {p['pipelined']:>9,} {p['overlap']:>8,} "
+                        f"{p['ratio']:>6.3f}")
+        rows.append(f"    {'layer stage':<10} {'kernels':>7} {'SAE alone':>9} "
+                    f"{'DCE alone':>9} {'sum':>7} {'pipelined':>9} {'overlap':>8} {'ratio':>6}")
+        for st in stages:
+            rows.append(f"    {st['stage']:<10} {st['kernels']:>7} {st['sae']:>9,} "
+                        f"{st['dce']:>9,} {st['sum']:>7,} {st['pipelined']:>9,} "
+                        f"{st['overlap']:>8,} {st['ratio']:>6.3f}")
+    keys["reorder_epoch_cycles_saved"] = 1 - keys["cora_epoch_cycles_rcm"] / cycles
+    rows.append(f"  pipeline_ratio (worst fused pair) {keys['pipeline_ratio']:.3f} "
+                f"(rcm {keys['pipeline_ratio_rcm']:.3f}); worst layer stage "
+                f"{keys['layer_ratio_worst']:.3f} (rcm {keys['layer_ratio_worst_rcm']:.3f})")
+    rows.append(f"  rcm reordering: {keys['reorder_epoch_cycles_saved']:.1%} fewer cycles "
+                f"per epoch; simulation {keys['rtl_cycles_per_second']:,.0f} cycles/s")
     return keys, rows
 
 

@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--reorder", default="none", choices=ORDERINGS,
                    help="renumber the nodes first: rcm = reverse Cuthill-McKee, so an "
                         "SpMM can trail its input rows closely (default: none)")
+    t.add_argument("--no-pipeline", action="store_true",
+                   help="rtl: run every kernel alone instead of pipelining an SpMM with "
+                        "the GEMM it feeds or is fed by (to measure the pipeline's gain)")
     t.add_argument("--json", type=Path, default=None, help="write the metrics to this file")
     t.add_argument("--quiet", action="store_true", help="no per-epoch progress")
     return p
@@ -70,7 +73,7 @@ def rtl_arguments(args, config: GCNConfig) -> dict:
         dataset = str(Path(dataset).resolve())
     data_dir = str(Path(args.data_dir if args.data_dir else default_data_dir()).resolve())
     return dict(dataset=dataset, data_dir=data_dir, config=dataclasses.asdict(config),
-                quiet=args.quiet, reorder=args.reorder)
+                quiet=args.quiet, reorder=args.reorder, pipeline=not args.no_pipeline)
 
 
 def cmd_train(args) -> int:
@@ -84,6 +87,8 @@ def cmd_train(args) -> int:
         dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     except DatasetError as e:
         raise SystemExit(f"mixgcn: {e}") from None
+    if args.no_pipeline and args.backend != "rtl":
+        raise SystemExit("mixgcn: --no-pipeline applies to --backend rtl only")
     precision = args.precision or ("fixed16" if args.backend == "rtl" else "float32")
     if args.backend == "rtl" and precision != "fixed16":
         raise SystemExit(f"mixgcn: the rtl backend computes in fixed point: "

@@ -59,19 +59,23 @@ class ChipKernels:
         self.L = config.lanes
         self.width = config.sae.width
         self.capacity = 1 << config.addr_width
-        self.static_base = self.capacity  # sparse matrices fill memory from the top down,
-        # each kernel's operands and results from address 0 up
+        # memory map: each kernel's operands and results from address 0 up (the lower
+        # half); sparse matrices, kept across kernels, from the top down (upper half)
+        self.static_base = self.capacity
         self.static: dict[str, tuple[int, int]] = {}  # content hash -> (address, beats)
         self.stall = 0
+        self.words_written = self.words_read = 0  # through the simulator, by Python
 
     # ------------------------------------------------------------------- memory
     def write(self, addr: int, words) -> None:
         mem = self.dut.mem.mem
         for i, w in enumerate(words):
             mem[addr + i].value = int(w)
+        self.words_written += len(words)
 
     def read(self, addr: int, count: int) -> list[int]:
         mem = self.dut.mem.mem
+        self.words_read += count
         return [int(mem[addr + i].value) for i in range(count)]
 
     def read_rows(self, addr: int, count: int, lanes: int) -> np.ndarray:
@@ -86,17 +90,24 @@ class ChipKernels:
         if key not in self.static:
             beats = pack(self.lay.stream_layouts["csr"], csr_beat_arrays(s, self.config.sae.edges))
             addr = self.static_base - len(beats)
-            if addr < 0:
-                self._check_room(self.capacity - addr, "the sparse operands")
+            if addr < self.capacity // 2:
+                # the upper half is full: forget every kept matrix (the adjacency comes
+                # back on its next use; dropout makes a new X every epoch anyway)
+                self.static.clear()
+                addr = self.capacity - len(beats)
+                if addr < self.capacity // 2:
+                    raise ValueError(
+                        f"a sparse operand of {s.shape} needs {len(beats)} beats; the "
+                        f"chip's memory keeps {self.capacity // 2} for sparse operands "
+                        f"(ChipConfig.addr_width={self.config.addr_width})")
             self.write(addr, beats)
             self.static[key] = (addr, len(beats))
             self.static_base = addr
         return self.static[key]
 
     def _check_room(self, need: int, what: str) -> None:
-        raise ValueError(f"{what} need {need} memory words beside the "
-                         f"{self.capacity - self.static_base} the sparse operands hold; "
-                         f"the chip's memory port reaches {self.capacity} "
+        raise ValueError(f"{what} need {need} memory words; the lower half of the chip's "
+                         f"memory, {self.capacity // 2} words, holds them "
                          f"(ChipConfig.addr_width={self.config.addr_width})")
 
     class _Scratch:
@@ -111,7 +122,7 @@ class ChipKernels:
         def alloc(self, n: int) -> int:
             addr = self.top
             self.top += n
-            if self.top > self.outer.static_base:
+            if self.top > self.outer.capacity // 2:
                 self.outer._check_room(self.top, "a kernel's operands")
             return addr
 

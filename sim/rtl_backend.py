@@ -39,17 +39,19 @@ class RTLBackend:
 
     name = "rtl"
 
-    def __init__(self, dut, config=CHIP):
+    def __init__(self, dut, config=CHIP, pipeline: bool = True):
         from cocotb.task import resume
 
         from mixgcn.sim.chip_driver import ChipKernels
 
         self.kern = ChipKernels(dut, config)
         self.config = config
+        self.pipeline = pipeline  # False: every kernel alone (to measure the pipeline)
         self.fmt = NumberFormat(width=config.sae.width, acc_width=config.sae.acc_width)
         self.cycles = defaultdict(int)  # per operation kind
         self.busy = defaultdict(int)  # per engine
         self.batches = []  # (kind, site, cycles, sae busy, dce busy) of every batch
+        self.sim_seconds = 0.0  # wall time while the chip ran (the rest: host work)
         self._await = resume(self._await_async)
 
     @staticmethod
@@ -63,6 +65,7 @@ class RTLBackend:
         self.busy["sae"] += sae
         self.busy["dce"] += dce
         self.batches.append((kind, site, res.cycles, sae, dce))
+        self.sim_seconds += res.wall_seconds
 
     def spmm(self, s, x, shift: int, relu=False, mask=None, site=None, kind="spmm"):
         s = sp.csr_array(s)
@@ -78,7 +81,7 @@ class RTLBackend:
         the product one tile; otherwise the two kernels in turn."""
         L = self.config.lanes
         m = w.shape[1] if form == "xw" else w.shape[0]
-        if x.shape[1] > L or m > L or form not in ("xw", "xwt"):
+        if not self.pipeline or x.shape[1] > L or m > L or form not in ("xw", "xwt"):
             sites = (site or "+").split("+")
             a, st1 = self.spmm(s, x, shift, site=sites[0] or None)
             z, st2 = self.gemm(form, a, w, shift2, relu=relu, mask=mask, site=sites[-1] or None)
@@ -95,7 +98,8 @@ class RTLBackend:
                   site=None):
         """The DCE→SAE pipeline when X is dense and T one tile; otherwise in turn."""
         m = w.shape[1] if form == "xw" else w.shape[0]
-        if sp.issparse(x) or m > self.config.lanes or form not in ("xw", "xwt"):
+        if (not self.pipeline or sp.issparse(x) or m > self.config.lanes
+                or form not in ("xw", "xwt")):
             sites = (site or "+").split("+")
             t, st1 = self.gemm(form, x, w, shift, site=sites[0] or None)
             z, st2 = self.spmm(s, t, shift2, relu=relu, mask=mask, site=sites[-1] or None)
@@ -125,18 +129,22 @@ class RTLBackend:
         return out, stats
 
     def summary(self) -> dict:
-        """The JSON keys of a run: totals, per operation kind, and per site the cycles
-        of its first and last execution (a fused site's first epoch runs unfused)."""
+        """The JSON keys of a run: totals, per operation kind, and per site (``L1.fwd.agg``,
+        or ``L1.fwd.comb+L1.fwd.agg`` for a pipelined pair) its runs, cycles and the
+        cycles and engine busy cycles of its last run. A pair runs pipelined from the
+        second time on (its first run precedes the delayed-scaling shift it needs)."""
         sites = {}
         for kind, site, cycles, sae, dce in self.batches:
             if site is None:
                 continue
-            rec = sites.setdefault(site, dict(kind=kind, runs=0, first_cycles=cycles))
-            rec.update(runs=rec["runs"] + 1, last_cycles=cycles, last_sae_busy=sae,
-                       last_dce_busy=dce)
+            rec = sites.setdefault(site, dict(kind=kind, runs=0, cycles=0))
+            rec.update(runs=rec["runs"] + 1, cycles=rec["cycles"] + cycles,
+                       last_cycles=cycles, last_sae_busy=sae, last_dce_busy=dce)
         return dict(cycles=sum(self.cycles.values()), sae_busy_cycles=self.busy["sae"],
                     dce_busy_cycles=self.busy["dce"], cycles_per_op=dict(self.cycles),
-                    kernel_runs=len(self.batches), cycles_per_site=sites)
+                    kernel_runs=len(self.batches), cycles_per_site=sites,
+                    sim_seconds=self.sim_seconds, memory_words_written=self.kern.words_written,
+                    memory_words_read=self.kern.words_read)
 
 
 def train_rtl(args: dict) -> dict:
@@ -152,7 +160,7 @@ def train_rtl(args: dict) -> dict:
         print("mixgcn: building the simulated chip (cached after the first run)",
               file=sys.stderr, flush=True)
         run_cocotb(chip_harness_verilog(CHIP), "chip_harness", "mixgcn.sim.rtl_train",
-                   extra_env=env, quiet=True)
+                   extra_env=env, quiet=True, lean=True)
         if not out.is_file():
             raise RuntimeError("the RTL training run ended without a result")
         return json.loads(out.read_text())

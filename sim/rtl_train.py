@@ -34,7 +34,7 @@ async def train_on_rtl(dut):
     dut.rst.value = 0
     await ClockCycles(dut.clk, 1)
 
-    backend = RTLBackend(dut)
+    backend = RTLBackend(dut, pipeline=args.get("pipeline", True))
     config = GCNConfig(**args["config"])
     dataset = load_dataset(args["dataset"], args["data_dir"], seed=config.seed)
     show = None if args.get("quiet") else progress_printer(config.epochs, backend)

@@ -180,6 +180,19 @@ async def descriptor_corner_cases(dut):
     for f in fences:
         assert all(q in order[:order.index(f)] for q in range(first, f)), \
             f"fence {f} reported before an earlier descriptor"
+    # sparse operands are kept in the upper half of memory; when it fills up they are
+    # forgotten and written again, never overwritten while kept
+    for _ in range(12):
+        s = sparse(rng, 300, 40, density=0.5)
+        x = values(rng, (40, 2))
+        got, _, _ = await kern.spmm(s, x, 18)
+        same(got, GOLDEN.spmm(s, x, 18)[0], "spmm with memory reuse")
+    half = 1 << (CONFIG.addr_width - 1)
+    try:
+        await kern.spmm(sparse(rng, 8 * half // 20, 20, density=0.5), values(rng, (20, 1)), 0)
+        raise AssertionError("an operand larger than the memory was accepted")
+    except ValueError as e:
+        assert f"keeps {half} for sparse operands" in str(e), e
     # a kernel still works after all that
     s = sparse(rng, 9, 7)
     x = values(rng, (7, 3))

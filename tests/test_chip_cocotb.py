@@ -17,7 +17,7 @@ from mixgcn.sim.tb_chip import SIM_CONFIGS
 @pytest.mark.parametrize("name", list(SIM_CONFIGS))
 def test_chip_cocotb(name):
     run_cocotb(chip_harness_verilog(SIM_CONFIGS[name]), "chip_harness", "mixgcn.sim.tb_chip",
-               extra_env={"MIXGCN_CHIP": name, "MIXGCN_SEED": str(len(name))})
+               extra_env={"MIXGCN_CHIP": name, "MIXGCN_SEED": str(len(name))}, lean=True)
 
 
 @pytest.mark.sim

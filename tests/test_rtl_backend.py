@@ -1,5 +1,5 @@
-"""Training on the simulated engines gives exactly the golden fixed-point weights; the
-cycle counts come from the engines' harness counters."""
+"""Training on the simulated chip gives exactly the golden fixed-point weights; the
+cycle counts come from the chip's counters."""
 
 from __future__ import annotations
 
@@ -24,12 +24,33 @@ def test_rtl_matches_golden_fixed16_on_synthetic(tmp_path):
     assert rtl["weights_sha256"] == gold["weights_sha256"]
     assert rtl["test_accuracy"] == gold["test_accuracy"]
     assert rtl["backend"] == "rtl" and rtl["precision"] == "fixed16"
-    # every kernel kind ran on an engine and was counted
+    # every kernel kind ran on the chip and was counted; from the second epoch on the
+    # layer's SpMM and GEMM run as pipelined pairs
     assert set(rtl["cycles_per_op"]) == {"spmm", "gemm_xw", "gemm_xwt", "gemm_xtg",
-                                         "gemm_xw_sparse", "gemm_xtg_sparse"}
+                                         "gemm_xw_sparse", "gemm_xtg_sparse",
+                                         "gemm_xw+spmm", "spmm+gemm_xwt"}
     assert rtl["cycles"] == sum(rtl["cycles_per_op"].values()) > 0
+    assert rtl["cycles"] == sum(s["cycles"] for s in rtl["cycles_per_site"].values())
     assert 0 < rtl["sae_busy_cycles"] <= rtl["cycles"]
     assert 0 < rtl["dce_busy_cycles"] <= rtl["cycles"]
+    assert len(rtl["epoch_cycles"]) == 2 and sum(rtl["epoch_cycles"]) < rtl["cycles"]
+
+    # the same run with every kernel alone: the same bits, more cycles
+    alone = _run(tmp_path, "alone", "--backend", "rtl", "--no-pipeline", *args)
+    assert alone["weights_sha256"] == gold["weights_sha256"]
+    assert not any("+" in kind for kind in alone["cycles_per_op"])
+    assert alone["epoch_cycles"][0] == rtl["epoch_cycles"][0]  # epoch 1 runs alone anyway
+    assert alone["epoch_cycles"][1] > rtl["epoch_cycles"][1]
+
+
+@pytest.mark.sim
+def test_rtl_matches_golden_fixed16_on_synthetic_default_and_reordered(tmp_path):
+    for extra in ([], ["--reorder", "rcm"]):
+        args = ["--dataset", "synthetic", "--epochs", "2", "--seed", "0", *extra]
+        rtl = _run(tmp_path, "rtl", "--backend", "rtl", *args)
+        gold = _run(tmp_path, "golden", "--backend", "golden", "--precision", "fixed16", *args)
+        assert rtl["weights_sha256"] == gold["weights_sha256"], extra
+        assert rtl["reorder"] == (extra[-1] if extra else "none")
 
 
 @pytest.mark.sim
@@ -38,6 +59,11 @@ def test_rtl_matches_golden_fixed16_on_cora(tmp_path, cora_dir):
     rtl = _run(tmp_path, "rtl", "--backend", "rtl", *args)
     gold = _run(tmp_path, "golden", "--backend", "golden", "--precision", "fixed16", *args)
     assert rtl["weights_sha256"] == gold["weights_sha256"]
+
+
+def test_no_pipeline_is_refused_on_golden():
+    with pytest.raises(SystemExit, match="--no-pipeline applies to --backend rtl only"):
+        main(["train", "--no-pipeline", "--epochs", "1"])
 
 
 def test_rtl_refuses_float_precision():
@@ -56,3 +82,4 @@ def test_rtl_arguments_are_absolute(tmp_path, monkeypatch):
     assert r["dataset"] == str(tmp_path / "g.npz")
     assert r["data_dir"] == str(tmp_path / "planetoid")
     assert r["config"]["epochs"] == 3
+    assert r["reorder"] == "none" and r["pipeline"] is True

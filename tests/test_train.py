@@ -71,3 +71,26 @@ def test_accumulator_too_narrow_is_refused():
     x = ops.tensor("x", np.ones((1000, 3)))
     with pytest.raises(ValueError, match="GEMM xtg reduction: accumulator of 40 bits"):
         ops.gemm("s", "xtg", x, x)
+
+
+class _Sequential:
+    """The golden backend without its fused passes: every kernel alone."""
+
+    name = "golden"
+
+    def __init__(self):
+        self._b = GoldenBackend(NumberFormat(width=16))
+        self.fmt = self._b.fmt
+        self.spmm, self.gemm = self._b.spmm, self._b.gemm
+
+
+def test_fused_passes_change_no_bit():
+    # Pipelined pairs (SpMM→GEMM, GEMM→SpMM) take their shifts before either kernel
+    # runs; kernel by kernel they are taken in turn. Both give the same weights.
+    d = make_synthetic(nodes=150, features=40, seed=6)
+    for cfg in (GCNConfig(epochs=4, seed=1), GCNConfig(epochs=4, seed=1, layers=3,
+                                                       hidden=40)):
+        fused = train(d, cfg, precision="fixed16", backend=GoldenBackend(NumberFormat(16)))
+        alone = train(d, cfg, precision="fixed16", backend=_Sequential())
+        assert fused["weights_sha256"] == alone["weights_sha256"]
+        assert fused["fixed_operations"] == alone["fixed_operations"]

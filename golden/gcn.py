@@ -183,6 +183,11 @@ class FloatOps:
         t = self.gemm(site, form, x, w)
         return t, self.spmm(spmm_site, adj, t, relu=relu, mask=mask)
 
+    def spmm_and_gemm(self, site: str, adj, h, gemm_site: str, form: str, x, w):
+        """``adj · h`` and an unrelated GEMM: a chip runs them at once, one on each
+        engine. Returns (SpMM result, GEMM result)."""
+        return self.spmm(site, adj, h), self.gemm(gemm_site, form, x, w)
+
     def gemm(self, site: str, form: str, x, w, relu: bool = False, mask=None):
         if form == "xw":
             y = x @ w
@@ -258,28 +263,53 @@ class GCN:
         return h_float, cache
 
     def backward(self, ops, adj, cache, grad_logits: np.ndarray) -> list[np.ndarray]:
-        """Weight gradients (master dtype) from ``dL/dlogits``."""
+        """Weight gradients (master dtype) from ``dL/dlogits``.
+
+        A combine-first layer's weight gradient ``Hdᵀ · dT`` is needed by nobody below
+        it, so it waits for the next layer's aggregation when that one runs alone: the
+        two then share a batch (``spmm_and_gemm``), the GEMM on the DCE beside the SpMM on
+        the SAE. The results are the same whatever the schedule."""
         grads = [None] * len(self.weights)
+        pending = None  # (layer, x, dT) of a weight gradient not computed yet
+
+        def wgrad(l, x, dt):
+            grads[l] = np.asarray(ops.to_float(ops.gemm(f"L{l}.bwd.wgrad", "xtg", x, dt)),
+                                  dtype=self.weights[l].dtype)
+
         g = ops.tensor(f"L{len(cache) - 1}.grad", grad_logits)
         for l in range(len(cache) - 1, -1, -1):
             c = cache[l]
             mask = ops.positive(c["h"]) if l > 0 else None  # ReLU' of this layer's input
             if c["order"] == "comb":
                 if l:
+                    if pending:  # the DCE is about to be busy: no room beside this pair
+                        wgrad(*pending)
+                        pending = None
                     dt, dhd = ops.spmm_gemm(f"L{l}.bwd.agg", adj, g, f"L{l}.bwd.comb", "xwt",
                                             c["w"], mask=mask)
+                elif pending:
+                    pl, px, pdt = pending
+                    dt, dw = ops.spmm_and_gemm(f"L{l}.bwd.agg", adj, g, f"L{pl}.bwd.wgrad",
+                                               "xtg", px, pdt)
+                    grads[pl] = np.asarray(ops.to_float(dw), dtype=self.weights[pl].dtype)
+                    pending = None
                 else:
                     dt = ops.spmm(f"L{l}.bwd.agg", adj, g)
-                dw = ops.gemm(f"L{l}.bwd.wgrad", "xtg", c["hd"], dt)
+                pending = (l, c["hd"], dt)
             else:
+                if pending:
+                    wgrad(*pending)
+                    pending = None
                 dw = ops.gemm(f"L{l}.bwd.wgrad", "xtg", c["a"], g)
+                grads[l] = np.asarray(ops.to_float(dw), dtype=self.weights[l].dtype)
                 if l:
                     _, dhd = ops.gemm_spmm(f"L{l}.bwd.comb", "xwt", g, c["w"],
                                            f"L{l}.bwd.agg", adj, mask=mask)
-            grads[l] = np.asarray(ops.to_float(dw), dtype=self.weights[l].dtype)
             if l:
                 dh = ops.to_float(dhd)
                 if c["scale"] is not None:
                     dh = dh * c["scale"]
                 g = ops.tensor(f"L{l - 1}.grad", dh)
+        if pending:
+            wgrad(*pending)
         return grads

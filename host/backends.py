@@ -72,6 +72,13 @@ class GoldenBackend:
         z, st2 = self.spmm(s, t, shift2, relu=relu, mask=mask)
         return t, st1, z, st2
 
+    def spmm_and_gemm(self, s, h, shift: int, form: str, x, w, shift2: int, site=None):
+        """An SpMM and an unrelated GEMM (at once on a chip). Returns (SpMM result, its
+        stats, GEMM result, its stats)."""
+        y1, st1 = self.spmm(s, h, shift)
+        y2, st2 = self.gemm(form, x, w, shift2)
+        return y1, st1, y2, st2
+
     def gemm(self, form: str, x, w: np.ndarray, shift: int, relu=False, mask=None,
              site=None):
         k = x.shape[0] if form == "xtg" else x.shape[1]

@@ -176,15 +176,20 @@ def pipeline_report(alone: dict, piped: dict) -> tuple[list[dict], list[dict]]:
     their ``cycles_per_site`` (the last execution of each site: the same call in both
     runs, as the arithmetic and so the whole run are identical).
 
-    Returns the fused pairs (cycles of each kernel alone, their sum, the pipelined
-    cycles, overlap, ratio to the slower one alone) and the layer stages (``L1.bwd``:
-    all kernels of a layer's forward or backward; SAE alone / DCE alone sum each
-    engine's kernels)."""
+    Returns the pairs — ``A+B`` pipelined (one feeds the other through the exchange
+    port), ``A|B`` side by side (independent, one on each engine) — with the cycles of
+    each kernel alone, their sum, the pair's cycles, overlap and ratio to the slower
+    one alone; and the layer stages (``L1.bwd``: the kernels of a layer's forward or
+    backward; SAE alone / DCE alone sum each engine's kernels; a side-by-side pair's
+    cycles count in its first kernel's stage)."""
+    def parts(site):
+        return site.replace("|", "+").split("+")
+
     pairs = []
     for site, rec in piped.items():
-        if "+" not in site:
+        if len(parts(site)) == 1:
             continue
-        a, b = (alone[p]["last_cycles"] for p in site.split("+"))
+        a, b = (alone[p]["last_cycles"] for p in parts(site))
         c = rec["last_cycles"]
         pairs.append(dict(site=site, kind=rec["kind"], first=a, second=b, sum=a + b,
                           pipelined=c, overlap=a + b - c, ratio=c / max(a, b)))
@@ -196,10 +201,10 @@ def pipeline_report(alone: dict, piped: dict) -> tuple[list[dict], list[dict]]:
         st["kernels"] += 1
     # a pair's first execution ran its kernels alone (see RTLBackend.summary): in the
     # pipelined run, only the pair counts
-    paired = {p for site in piped if "+" in site for p in site.split("+")}
+    paired = {p for site in piped if len(parts(site)) > 1 for p in parts(site)}
     for site, rec in piped.items():
-        if site not in paired:
-            stages[site.split("+")[0].rsplit(".", 1)[0]]["pipelined"] += rec["last_cycles"]
+        if site not in paired:  # a batch of two kernels counts in its first one's stage
+            stages[parts(site)[0].rsplit(".", 1)[0]]["pipelined"] += rec["last_cycles"]
     out = []
     for name, st in stages.items():
         st.update(stage=name, sum=st["sae"] + st["dce"],

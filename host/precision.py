@@ -29,6 +29,13 @@ def _bound_bits(a, b) -> int:
     return product_bound(a, b).bit_length()
 
 
+def _gemm_bound_bits(form: str, x: Fixed, w: Fixed) -> int:
+    # reduction vectors: rows of X for X·W and X·Wᵀ, columns of X for Xᵀ·G
+    a = x.mant if form != "xtg" else (
+        sp.csr_array(x.mant.T) if sp.issparse(x.mant) else x.mant.T)
+    return _bound_bits(a, w.mant)
+
+
 class FixedOps:
     """The ops interface of :class:`mixgcn.golden.gcn.GCN` in block floating point."""
 
@@ -61,14 +68,8 @@ class FixedOps:
                                             site=site))
 
     def gemm(self, site: str, form: str, x: Fixed, w: Fixed, relu=False, mask=None) -> Fixed:
-        def bound():
-            # Reduction vectors: rows of X for X·W and X·Wᵀ, columns of X for Xᵀ·G.
-            a = x.mant if form != "xtg" else (
-                sp.csr_array(x.mant.T) if sp.issparse(x.mant) else x.mant.T)
-            return _bound_bits(a, w.mant)
-
         return self._run(
-            site, x.exp + w.exp, bound,
+            site, x.exp + w.exp, lambda: _gemm_bound_bits(form, x, w),
             lambda shift: self.backend.gemm(form, x.mant, w.mant, shift, relu=relu, mask=mask,
                                             site=site))
 
@@ -111,6 +112,23 @@ class FixedOps:
         self._observe(spmm_site, exp2, st2)
         return (Fixed(np.asarray(t, dtype=np.int64), exp1 + shift1, self.width),
                 Fixed(np.asarray(z, dtype=np.int64), exp2 + shift2, self.width))
+
+    def spmm_and_gemm(self, site: str, adj: Fixed, h: Fixed, gemm_site: str, form: str,
+                      x: Fixed, w: Fixed) -> tuple[Fixed, Fixed]:
+        """Two independent kernels; both shifts are known up front, so a backend that
+        can runs them at once (``spmm_and_gemm``)."""
+        both = getattr(self.backend, "spmm_and_gemm", None)
+        if both is None:
+            return self.spmm(site, adj, h), self.gemm(gemm_site, form, x, w)
+        exp1, exp2 = adj.exp + h.exp, x.exp + w.exp
+        shift1 = self._shift(site, exp1, lambda: _bound_bits(adj.mant, h.mant))
+        shift2 = self._shift(gemm_site, exp2, lambda: _gemm_bound_bits(form, x, w))
+        y1, st1, y2, st2 = both(adj.mant, h.mant, shift1, form, x.mant, w.mant, shift2,
+                                site=f"{site}|{gemm_site}")
+        self._observe(site, exp1, st1)
+        self._observe(gemm_site, exp2, st2)
+        return (Fixed(np.asarray(y1, dtype=np.int64), exp1 + shift1, self.width),
+                Fixed(np.asarray(y2, dtype=np.int64), exp2 + shift2, self.width))
 
     def _shift(self, site: str, acc_exp: int, bound) -> int:
         bits = self.magnitude[site] - acc_exp if site in self.magnitude else bound()

@@ -380,3 +380,16 @@ class ChipKernels:
         t = self._gemm_result(form, where) if keep else None
         return (t, res.stats(Unit.GEMM), self._gather(z_out, passes, s.shape[0], m),
                 res.stats(Unit.SPMM), res)
+
+    async def spmm_and_gemm(self, s, h, shift: int, form: str, x, w, shift2: int):
+        """Two independent kernels in one batch, ``S·H`` on the SAE beside a GEMM on the
+        DCE. Returns (S·H, its stats, the GEMM's result, its stats, RunResult)."""
+        scratch = self._Scratch(self)
+        sd, out, passes = self._spmm_descs(scratch, s, h, shift, False, None)
+        gd, where = self._gemm_descs(scratch, form, x, w, shift2, False, None)
+        # descriptors issue in order: the GEMM goes right after the first pass's
+        # LOAD/SPMM, so both engines start at once
+        first = 3 if passes > 1 else 2
+        res = await self.run(sd[:first] + gd + sd[first:])
+        return (self._gather(out, passes, s.shape[0], np.shape(h)[1]), res.stats(Unit.SPMM),
+                self._gemm_result(form, where), res.stats(Unit.GEMM), res)

@@ -7,7 +7,9 @@ call lays its operands out in the chip's memory in bulk, runs its descriptors an
 for the last status record (``cocotb.task.resume``), so no Python acts per cycle while
 a kernel runs (:class:`~mixgcn.sim.chip_driver.ChipKernels`). Sparse operands go to the
 SAE (``Â·H``; ``X·W`` and ``Xᵀ·G`` when the features are sparse), dense ones to the
-DCE; an SpMM whose rows feed a GEMM runs as one fused batch (the fine-grain pipeline).
+DCE; an SpMM and the GEMM its rows feed (or that feeds it) run as one pipelined batch
+(the fine-grain pipeline), and an SpMM and an unrelated GEMM as one batch on both
+engines at once. ``pipeline=False`` runs every kernel alone, to measure the gain.
 
 Cycle counts are the chip's: each batch's cycles from its start to its last status
 record, per operation kind, and the engines' busy counters.
@@ -113,6 +115,24 @@ class RTLBackend:
                                           relu2=relu, mask2=mask)
         self._record(f"gemm_{form}+spmm", site, res)
         return t, st1, z, st2
+
+    def spmm_and_gemm(self, s, h, shift: int, form: str, x, w, shift2: int, site=None):
+        """An SpMM and an unrelated dense GEMM in one batch, one on each engine."""
+        sites = (site or "|").split("|")
+        if not self.pipeline or sp.issparse(x):
+            y1, st1 = self.spmm(s, h, shift, site=sites[0] or None)
+            y2, st2 = self.gemm(form, x, w, shift2, site=sites[-1] or None)
+            return y1, st1, y2, st2
+        s = sp.csr_array(s)
+        deg = s.indptr[1:] - s.indptr[:-1]
+        self.fmt.check_reduction(int(deg.max()) if deg.size else 0, "SpMM row")
+        x = np.asarray(x)
+        self.fmt.check_reduction(x.shape[0] if form == "xtg" else x.shape[1],
+                                 f"GEMM {form} reduction")
+        y1, st1, y2, st2, res = self._await(self.kern.spmm_and_gemm, s, h, shift, form, x, w,
+                                            shift2)
+        self._record(f"spmm|gemm_{form}", site, res)
+        return y1, st1, y2, st2
 
     def gemm(self, form: str, x, w, shift: int, relu=False, mask=None, site=None):
         if sp.issparse(x):  # sparse features: the SAE serves X·W and Xᵀ·G

@@ -137,6 +137,15 @@ async def check_kernels(kern, rng, tag):
         same(z, wz, f"{tag} fused spmm after gemm {form}")
         same_stats(st2, ws2, f"{tag} fused spmm after gemm {form}")
 
+    # an SpMM and an unrelated GEMM at once, one on each engine
+    g = values(rng, (n, C))
+    y1, st1, y2, st2, res = await kern.spmm_and_gemm(s, x, 15, "xtg", xk, g, 21)
+    w1, ws1 = GOLDEN.spmm(s, x, 15)
+    w2, ws2 = GOLDEN.gemm("xtg", xk, g, 21)
+    same(y1, w1, f"{tag} spmm beside a gemm")
+    same_stats(st1, ws1, f"{tag} spmm beside a gemm")
+    same(y2, w2, f"{tag} gemm beside an spmm")
+    same_stats(st2, ws2, f"{tag} gemm beside an spmm")
     # an SpMM that does not trail its load gives the same rows
     got, stats, _ = await kern.spmm(s, x, 20, follow=False)
     same(got, GOLDEN.spmm(s, x, 20)[0], f"{tag} spmm without follow")

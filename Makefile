@@ -20,7 +20,7 @@ test: $(STAMP)
 
 # The main job: train on the simulated engines (the first run also builds them).
 demo: $(STAMP)
-	$(VENV)/bin/mixgcn train --backend rtl --dataset synthetic --epochs 25 \
+	$(VENV)/bin/mixgcn train --backend rtl --dataset synthetic --epochs 50 \
 		--json build/demo.json
 
 verilog: $(STAMP)

@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--reorder", default="none", choices=ORDERINGS,
                    help="renumber the nodes first: rcm = reverse Cuthill-McKee, so an "
                         "SpMM can trail its input rows closely (default: none)")
+    t.add_argument("--chips", type=int, default=1,
+                   help="rtl: simulated chips (only 1 so far: multi-chip Mixture of "
+                        "Parallelism is not built yet)")
     t.add_argument("--no-pipeline", action="store_true",
                    help="rtl: run every kernel alone instead of pipelining an SpMM with "
                         "the GEMM it feeds or is fed by (to measure the pipeline's gain)")
@@ -87,6 +90,9 @@ def cmd_train(args) -> int:
         dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     except DatasetError as e:
         raise SystemExit(f"mixgcn: {e}") from None
+    if args.chips != 1:
+        raise SystemExit(f"mixgcn: --chips {args.chips}: only one chip is supported so far "
+                         "(multi-chip Mixture of Parallelism is not implemented yet)")
     if args.no_pipeline and args.backend != "rtl":
         raise SystemExit("mixgcn: --no-pipeline applies to --backend rtl only")
     precision = args.precision or ("fixed16" if args.backend == "rtl" else "float32")

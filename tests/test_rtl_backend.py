@@ -66,6 +66,12 @@ def test_no_pipeline_is_refused_on_golden():
         main(["train", "--no-pipeline", "--epochs", "1"])
 
 
+@pytest.mark.parametrize("chips", ["0", "2"])
+def test_more_chips_are_refused_for_now(chips):
+    with pytest.raises(SystemExit, match=f"--chips {chips}: only one chip is supported"):
+        main(["train", "--backend", "rtl", "--chips", chips, "--epochs", "1"])
+
+
 def test_rtl_refuses_float_precision():
     with pytest.raises(SystemExit, match="--precision float32 is not available"):
         main(["train", "--backend", "rtl", "--precision", "float32", "--epochs", "1"])

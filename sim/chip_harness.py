@@ -8,7 +8,9 @@ Ports: ``desc_count``, ``start``, ``stall`` (random memory stalls, 0..255 of 256
 ``received``, ``done`` (all status records in), ``elapsed`` (the batch's cycles); the
 chip's counters (``cycles``, ``issued``, ``completed``, ``idle``,
 engine counters) pass through. The memory model is instance ``mem`` (array ``mem``),
-the descriptor memory ``desc_src.mem``, the status memory ``status_sink.mem``.
+the descriptor memory ``desc_src.mem``, the status memory ``status_sink.mem``. With
+``loopback=False`` the chip's exchange port is exposed and the harness closes it
+through a wire that stalls at random like the memory (``stall``).
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ MEMORY_MODEL = Path(__file__).with_name("memory_model.v")
 
 
 class ChipHarness(wiring.Component):
-    def __init__(self, config: ChipConfig, desc_depth: int = 4096):
-        self.config, self.desc_depth = config, desc_depth
-        self.chip = Chip(config)
+    def __init__(self, config: ChipConfig, desc_depth: int = 4096, loopback: bool = True):
+        self.config, self.desc_depth, self.loopback = config, desc_depth, loopback
+        self.chip = Chip(config, loopback=loopback)
         counters = {"cycles": Out(self.chip.cycles.shape()), "issued": Out(32),
                     "completed": Out(32), "idle": Out(1),
                     "load_cycles": Out(self.chip.load_cycles.shape())}
@@ -64,6 +66,16 @@ class ChipHarness(wiring.Component):
                      *(f"{e}_{n}" for e in ("sae", "dce") for n in ENGINE_COUNTERS)):
             m.d.comb += getattr(self, name).eq(getattr(chip, name))
 
+        if not self.loopback:
+            # the chip's exchange port exposed: the harness closes it through a wire that
+            # stalls with the memory's probability (a one-chip stand-in for the fabric)
+            lfsr = Signal(16, init=0xB5E1)
+            m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[2] ^ lfsr[3] ^ lfsr[5]))
+            go = lfsr[:8] >= self.stall
+            m.d.comb += [chip.xchg_i.valid.eq(chip.xchg_o.valid & go),
+                         chip.xchg_o.ready.eq(chip.xchg_i.ready & go),
+                         chip.xchg_i.payload.eq(chip.xchg_o.payload)]
+
         aw, mw, nr, nw = c.addr_width, lay.mem_width, len(READ_CHANNELS), len(WRITE_CHANNELS)
         rd = [getattr(chip, f"rd_{n}") for n in READ_CHANNELS]
         wr = [getattr(chip, f"wr_{n}").wr for n in WRITE_CHANNELS]
@@ -85,7 +97,7 @@ class ChipHarness(wiring.Component):
         return m
 
 
-def chip_harness_verilog(config: ChipConfig) -> str:
+def chip_harness_verilog(config: ChipConfig, loopback: bool = True) -> str:
     """Verilog of the harness (top module ``chip_harness``) with the memory model,
     cached under the build folder by a hash of the configuration and every source it
     is generated from (converting it takes a while)."""
@@ -99,14 +111,15 @@ def chip_harness_verilog(config: ChipConfig) -> str:
     from mixgcn.sim import harness
     from mixgcn.sim.runner import BUILD_ROOT
 
-    h = hashlib.sha256(repr((config, amaranth.__version__)).encode())
+    h = hashlib.sha256(repr((config, loopback, amaranth.__version__)).encode())
     for src in [*sorted(Path(mixgcn.hdl.__file__).parent.glob("*.py")), Path(__file__),
                 Path(harness.__file__), Path(mixgcn.gen.config.__file__), MEMORY_MODEL]:
         h.update(src.read_bytes())
     cached = BUILD_ROOT / f"chip-harness-{h.hexdigest()[:16]}.v"
     if cached.is_file():
         return cached.read_text()
-    text = verilog.convert(ChipHarness(config), name="chip_harness", emit_src=False)
+    text = verilog.convert(ChipHarness(config, loopback=loopback), name="chip_harness",
+                           emit_src=False)
     text += "\n" + MEMORY_MODEL.read_text()
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(text)

@@ -29,6 +29,9 @@ SIM_CONFIGS = {
                                         out_fifo_depth=2),
                           pipeline_depth=1, desc_depth=1, addr_width=14, reader_depth=2),
 }
+# and "ported": the tiny chip with its exchange port exposed, closed by the harness
+SIM_CONFIGS["ported"] = CHIP_PRESETS["tiny"]
+LOOPBACK = {"tiny": True, "shallow": True, "ported": False}
 CONFIG = SIM_CONFIGS[os.environ.get("MIXGCN_CHIP", "tiny")]
 SEED = int(os.environ.get("MIXGCN_SEED", "1"))
 GOLDEN = GoldenBackend(NumberFormat(CONFIG.sae.width, CONFIG.sae.acc_width))

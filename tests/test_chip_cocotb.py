@@ -10,13 +10,14 @@ from mixgcn.gen.config import CHIP_PRESETS, ChipConfig, ConfigError, DCEConfig, 
 from mixgcn.gen.verilog import LINT_WAIVERS, chip_verilog, lint
 from mixgcn.sim.chip_harness import chip_harness_verilog
 from mixgcn.sim.runner import run_cocotb
-from mixgcn.sim.tb_chip import SIM_CONFIGS
+from mixgcn.sim.tb_chip import LOOPBACK, SIM_CONFIGS
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize("name", list(SIM_CONFIGS))
 def test_chip_cocotb(name):
-    run_cocotb(chip_harness_verilog(SIM_CONFIGS[name]), "chip_harness", "mixgcn.sim.tb_chip",
+    run_cocotb(chip_harness_verilog(SIM_CONFIGS[name], loopback=LOOPBACK[name]),
+               "chip_harness", "mixgcn.sim.tb_chip",
                extra_env={"MIXGCN_CHIP": name, "MIXGCN_SEED": str(len(name))}, lean=True)
 
 

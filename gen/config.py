@@ -220,4 +220,9 @@ CHIP_PRESETS: dict[str, ChipConfig] = {
                        pipeline_depth=8, desc_depth=4, addr_width=16),
     # the RTL training backend: 16 lanes hold a Cora hidden row (16) in one word
     "default": ChipConfig(),
+    # ECP5-85F: 8x8 DCE (64 MULT18X18D) + 8 lanes x 2 SAE pipelines (16)
+    "ecp5": ChipConfig(sae=SAE_PRESETS["ecp5"],
+                       dce=DCEConfig(rows=8, cols=8, max_k=2048, max_rows=65536,
+                                     out_fifo_depth=16),
+                       pipeline_depth=64, desc_depth=16, addr_width=22),
 }

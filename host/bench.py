@@ -260,8 +260,8 @@ def bench_rtl() -> tuple[dict, list[str]]:
                     f"{piped['adjacency_bandwidth']}): epoch {piped['epoch_cycles'][-1]:,} "
                     f"cycles pipelined, {alone['epoch_cycles'][-1]:,} every kernel alone; "
                     f"wall {piped['epoch_seconds_median']:.2f} s/epoch")
-        rows.append(f"    {'fused pair':<28} {'1st alone':>9} {'2nd alone':>9} {'sum':>7} "
-                    f"{'pipelined':>9} {'overlap':>8} {'ratio':>6}")
+        rows.append(f"    {'pair (+ piped, | beside)':<28} {'1st alone':>9} {'2nd alone':>9} "
+                    f"{'sum':>7} {'pipelined':>9} {'overlap':>8} {'ratio':>6}")
         for p in pairs:
             rows.append(f"    {p['site']:<28} {p['first']:>9,} {p['second']:>9,} "
                         f"{p['sum']:>7,} {p['pipelined']:>9,} {p['overlap']:>8,} "

@@ -2,10 +2,12 @@
 in the per-cycle loop: the testbench loads the memories in bulk (the simulator's
 memory handles), sets word counts, pulses ``start`` and waits for ``done``; commands
 come from a memory too, and output rows land in a sink memory. One harness may hold
-several engines (the RTL training backend drives an SAE and a DCE).
+several engines. The engine benchmarks use these harnesses; the chip has its own
+(:mod:`mixgcn.sim.chip_harness`), which reuses :class:`MemorySource` and :class:`MemorySink`.
 
 A source reads ``count`` words, wrapping to address 0 every ``period`` words, so a
-stream may replay its memory (the CSR of every pass, the same X slice each pass).
+stream may replay its memory (the CSR of every pass, the same X slice each pass). It
+streams only after a ``start``: a reset never replays it.
 ``elapsed`` counts the cycles from the first command's acceptance to the last row.
 """
 

@@ -105,9 +105,13 @@ def cmd_train(args) -> int:
           + (f", nodes reordered ({args.reorder})" if args.reorder != "none" else ""),
           file=sys.stderr)
     if args.backend == "rtl":
-        from mixgcn.sim.rtl_backend import train_rtl
+        from mixgcn.sim.rtl_backend import check_fits, train_rtl
 
-        result = train_rtl(rtl_arguments(args, config))
+        try:
+            check_fits(dataset)
+            result = train_rtl(rtl_arguments(args, config))
+        except ValueError as e:
+            raise SystemExit(f"mixgcn: {e}") from None
     else:
         result = train(dataset, config, precision=precision, backend=args.backend,
                        progress=None if args.quiet else progress_printer(config.epochs),

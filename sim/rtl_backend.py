@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from mixgcn.gen.config import CHIP_PRESETS
 from mixgcn.host.backends import NumberFormat
 
-__all__ = ["CHIP", "RTLBackend", "train_rtl"]
+__all__ = ["CHIP", "RTLBackend", "check_fits", "train_rtl"]
 
 # The simulated chip. Results do not depend on its sizes (the arithmetic is exact),
 # only the cycle counts do.
@@ -183,4 +183,18 @@ def train_rtl(args: dict) -> dict:
                    extra_env=env, quiet=True, lean=True)
         if not out.is_file():
             raise RuntimeError("the RTL training run ended without a result")
-        return json.loads(out.read_text())
+        result = json.loads(out.read_text())
+        if "error" in result:
+            raise ValueError(result["error"])
+        return result
+
+
+def check_fits(dataset, config=CHIP) -> None:
+    """Refuse, before building anything, a graph the simulated chip cannot hold: the
+    SAE's buffer holds every row of an SpMM's dense operand (N rows for ``Â·H`` and
+    ``Xᵀ·G``, F rows for sparse ``X·W``)."""
+    rows = config.sae.max_nodes
+    for what, n in (("nodes", dataset.num_nodes), ("features", dataset.num_features)):
+        if n > rows:
+            raise ValueError(f"{dataset.name} has {n} {what}; the simulated chip's SAE "
+                             f"buffer holds {rows} rows (SAEConfig.max_nodes)")

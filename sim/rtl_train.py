@@ -49,7 +49,12 @@ async def train_on_rtl(dut):
         return train(dataset, config, precision="fixed16", backend=backend, progress=progress,
                      reorder=args.get("reorder", "none"))
 
-    result = await bridge(work)()
+    try:
+        result = await bridge(work)()
+    except ValueError as e:  # a refused operand (too large, ...): the user's message
+        with open(os.environ["MIXGCN_TRAIN_OUT"], "w") as f:
+            json.dump({"error": str(e)}, f)
+        return
     result.update(backend.summary())
     result["epoch_cycles"] = [b - a for a, b in itertools.pairwise(epoch_cycles)]
     with open(os.environ["MIXGCN_TRAIN_OUT"], "w") as f:

@@ -74,6 +74,13 @@ def test_more_chips_are_refused_for_now(chips):
         main(["train", "--backend", "rtl", "--chips", chips, "--epochs", "1"])
 
 
+def test_rtl_refuses_a_graph_larger_than_the_chip():
+    with pytest.raises(SystemExit, match="has 9000 nodes; the simulated chip's SAE buffer "
+                                         "holds 8192 rows"):
+        main(["train", "--backend", "rtl", "--dataset", "synthetic:nodes=9000",
+              "--epochs", "1"])
+
+
 def test_rtl_refuses_float_precision():
     with pytest.raises(SystemExit, match="--precision float32 is not available"):
         main(["train", "--backend", "rtl", "--precision", "float32", "--epochs", "1"])

@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import cocotb
 import numpy as np
 import scipy.sparse as sp
 from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
@@ -64,22 +66,57 @@ class ChipKernels:
         self.static_base = self.capacity
         self.static: dict[str, tuple[int, int]] = {}  # content hash -> (address, beats)
         self.stall = 0
-        self.words_written = self.words_read = 0  # through the simulator, by Python
+        self.words_written = self.words_read = 0  # memory words Python wrote and read
+        self.pending = []  # (address, words) not written yet
+        args = getattr(cocotb, "plusargs", {}) or {}
+        self.load_path = Path(args.get("MIXGCN_MEM_LOAD", "mixgcn_mem_load.hex"))
+        self.dump_path = Path(args.get("MIXGCN_MEM_DUMP", "mixgcn_mem_dump.hex"))
 
     # ------------------------------------------------------------------- memory
+    # Memory traffic goes through files: the memory model reads a hex file into its
+    # array in one cycle ($readmemh) and writes a range out in one cycle ($writememh),
+    # instead of one simulator call per word.
     def write(self, addr: int, words) -> None:
-        mem = self.dut.mem.mem
-        for i, w in enumerate(words):
-            mem[addr + i].value = int(w)
+        """Stage ``words`` for address ``addr``; they reach memory at the next flush
+        (every batch starts with one)."""
+        self.pending.append((addr, words))
         self.words_written += len(words)
 
-    def read(self, addr: int, count: int) -> list[int]:
-        mem = self.dut.mem.mem
-        self.words_read += count
-        return [int(mem[addr + i].value) for i in range(count)]
+    async def flush(self) -> None:
+        if not self.pending:
+            return
+        with open(self.load_path, "w") as f:
+            for addr, words in self.pending:
+                f.write(f"@{addr:x}\n")
+                f.write("\n".join(f"{int(w):x}" for w in words))
+                f.write("\n")
+        self.pending.clear()
+        await self._pulse(self.dut.mem_load)
 
-    def read_rows(self, addr: int, count: int, lanes: int) -> np.ndarray:
-        return unpack_signed(self.read(addr, count), self.width, self.L)[:, :lanes]
+    async def _pulse(self, signal) -> None:
+        signal.value = 1
+        await RisingEdge(self.dut.clk)
+        signal.value = 0
+        await RisingEdge(self.dut.clk)
+
+    async def read(self, addr: int, count: int) -> list[int]:
+        if count == 0:
+            return []
+        await self.flush()
+        self.dut.dump_first.value = addr
+        self.dut.dump_last.value = addr + count - 1
+        await self._pulse(self.dut.mem_dump)
+        with open(self.dump_path) as f:
+            words = [int(line, 16) for line in f
+                     if line.strip() and not line.startswith(("//", "@"))]
+        if len(words) != count:
+            raise RuntimeError(f"memory dump of {count} words returned {len(words)}")
+        self.words_read += count
+        return words
+
+    async def read_rows(self, addr: int, count: int, lanes: int) -> np.ndarray:
+        words = await self.read(addr, count)
+        return unpack_signed(words, self.width, self.L)[:, :lanes]
 
     def _csr(self, s: sp.csr_array) -> tuple[int, int]:
         """Address and beat count of S's beats, written on first use and kept."""
@@ -136,6 +173,7 @@ class ChipKernels:
         n = len(descs)
         if n > len(dut.desc_src.mem):
             raise ValueError(f"{n} descriptors exceed the harness's descriptor memory")
+        await self.flush()
         src = dut.desc_src.mem
         for i, d in enumerate(descs):
             src[i].value = int(d)
@@ -229,8 +267,8 @@ class ChipKernels:
                              for d in (spmms[p], *loads[p + 2:p + 3])]
         return descs, out, passes
 
-    def _gather(self, out, passes, n, F):
-        rows = self.read_rows(out, passes * n, self.L)
+    async def _gather(self, out, passes, n, F):
+        rows = await self.read_rows(out, passes * n, self.L)
         return rows.reshape(passes, n, self.L).transpose(1, 0, 2).reshape(n, -1)[:, :F]
 
     async def spmm(self, s, x, shift: int, relu=False, mask=None, follow=True):
@@ -239,7 +277,7 @@ class ChipKernels:
         descs, out, passes = self._spmm_descs(scratch, s, x, shift, relu, mask, follow=follow)
         res = await self.run(descs)
         n, F = s.shape[0], np.shape(x)[1]
-        return self._gather(out, passes, n, F), res.stats(Unit.SPMM), res
+        return await self._gather(out, passes, n, F), res.stats(Unit.SPMM), res
 
     def _gemm_descs(self, scratch, form, x, w, shift, relu, mask, *, from_xchg=False,
                     to_mem=True, to_xchg=False):
@@ -320,15 +358,15 @@ class ChipKernels:
                 to_xchg=int(to_xchg)))
         return descs, (out, mt, n, mtot)
 
-    def _gemm_result(self, form, where):
+    async def _gemm_result(self, form, where):
         C = self.config.dce.cols
         if form == "xtg":
             out, kt, mt, k, mtot = where
             R = self.config.dce.rows
-            rows = self.read_rows(out, kt * mt * R, C).reshape(kt, mt, R, C)
+            rows = (await self.read_rows(out, kt * mt * R, C)).reshape(kt, mt, R, C)
             return rows.transpose(0, 2, 1, 3).reshape(kt * R, mt * C)[:k, :mtot]
         out, mt, n, mtot = where
-        rows = self.read_rows(out, mt * n, C).reshape(mt, n, C)
+        rows = (await self.read_rows(out, mt * n, C)).reshape(mt, n, C)
         return rows.transpose(1, 0, 2).reshape(n, mt * C)[:, :mtot]
 
     async def gemm(self, form: str, x, w, shift: int, relu=False, mask=None):
@@ -336,7 +374,7 @@ class ChipKernels:
         scratch = self._Scratch(self)
         descs, where = self._gemm_descs(scratch, form, x, w, shift, relu, mask)
         res = await self.run(descs)
-        return self._gemm_result(form, where), res.stats(Unit.GEMM), res
+        return await self._gemm_result(form, where), res.stats(Unit.GEMM), res
 
     async def spmm_gemm(self, s, x, shift: int, form: str, w, shift2: int, *, relu=False,
                         mask=None, relu2=False, mask2=None, keep=True):
@@ -356,8 +394,8 @@ class ChipKernels:
         gd, where = self._gemm_descs(scratch, form, (n, F), w, shift2, relu2, mask2,
                                      from_xchg=True)
         res = await self.run(sd + gd)
-        a = self._gather(a_out, passes, n, F) if keep else None
-        return (a, res.stats(Unit.SPMM), self._gemm_result(form, where),
+        a = await self._gather(a_out, passes, n, F) if keep else None
+        return (a, res.stats(Unit.SPMM), await self._gemm_result(form, where),
                 res.stats(Unit.GEMM), res)
 
     async def gemm_spmm(self, form: str, x, w, shift: int, s, shift2: int, *, relu2=False,
@@ -377,8 +415,8 @@ class ChipKernels:
         sd, z_out, passes = self._spmm_descs(scratch, s, (x.shape[0], m), shift2, relu2,
                                              mask2)
         res = await self.run(gd + sd)
-        t = self._gemm_result(form, where) if keep else None
-        return (t, res.stats(Unit.GEMM), self._gather(z_out, passes, s.shape[0], m),
+        t = await self._gemm_result(form, where) if keep else None
+        return (t, res.stats(Unit.GEMM), await self._gather(z_out, passes, s.shape[0], m),
                 res.stats(Unit.SPMM), res)
 
     async def spmm_and_gemm(self, s, h, shift: int, form: str, x, w, shift2: int):
@@ -391,5 +429,6 @@ class ChipKernels:
         # LOAD/SPMM, so both engines start at once
         first = 3 if passes > 1 else 2
         res = await self.run(sd[:first] + gd + sd[first:])
-        return (self._gather(out, passes, s.shape[0], np.shape(h)[1]), res.stats(Unit.SPMM),
-                self._gemm_result(form, where), res.stats(Unit.GEMM), res)
+        y1 = await self._gather(out, passes, s.shape[0], np.shape(h)[1])
+        y2 = await self._gemm_result(form, where)
+        return y1, res.stats(Unit.SPMM), y2, res.stats(Unit.GEMM), res

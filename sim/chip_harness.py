@@ -4,7 +4,9 @@ records stored in a status memory, so a whole batch of descriptors runs with no 
 in the loop: the testbench bulk-loads memory and descriptors, sets ``desc_count``,
 pulses ``start`` and waits for ``received`` status records.
 
-Ports: ``desc_count``, ``start``, ``stall`` (random memory stalls, 0..255 of 256),
+Ports: ``mem_load`` / ``mem_dump`` with ``dump_first`` / ``dump_last`` (bulk transfers
+between the memory model and files, see ``memory_model.v``), ``desc_count``, ``start``,
+``stall`` (random memory stalls, 0..255 of 256),
 ``received``, ``done`` (all status records in), ``elapsed`` (the batch's cycles); the
 chip's counters (``cycles``, ``issued``, ``completed``, ``idle``,
 engine counters) pass through. The memory model is instance ``mem`` (array ``mem``),
@@ -40,7 +42,10 @@ class ChipHarness(wiring.Component):
         for eng in ("sae", "dce"):
             for n in ENGINE_COUNTERS:
                 counters[f"{eng}_{n}"] = Out(getattr(self.chip, f"{eng}_{n}").shape())
-        super().__init__({"desc_count": In(32), "start": In(1), "stall": In(8),
+        aw = config.addr_width
+        super().__init__({"mem_load": In(1), "mem_dump": In(1), "dump_first": In(aw),
+                          "dump_last": In(aw),
+                          "desc_count": In(32), "start": In(1), "stall": In(8),
                           "received": Out(32), "done": Out(1),
                           "elapsed": Out(self.chip.cycles.shape()), **counters})
 
@@ -88,7 +93,9 @@ class ChipHarness(wiring.Component):
             i_rd_req_addr=Cat(r.req.payload for r in rd),
             o_rd_resp_valid=resp_valid, o_rd_resp_data=resp_data,
             i_wr_valid=Cat(w.valid for w in wr), o_wr_ready=wr_ready,
-            i_wr_addr=Cat(w.payload.addr for w in wr), i_wr_data=Cat(w.payload.data for w in wr))
+            i_wr_addr=Cat(w.payload.addr for w in wr), i_wr_data=Cat(w.payload.data for w in wr),
+            i_load=self.mem_load, i_dump=self.mem_dump, i_dump_first=self.dump_first,
+            i_dump_last=self.dump_last)
         for i, r in enumerate(rd):
             m.d.comb += [r.req.ready.eq(req_ready[i]), r.resp.valid.eq(resp_valid[i]),
                          r.resp.payload.eq(resp_data[i * mw:(i + 1) * mw])]

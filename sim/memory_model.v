@@ -6,6 +6,11 @@
 // Random stalls: with `stall` = s, each channel refuses a request (or a write) in a
 // cycle with probability s/256, drawn from its own 16-bit LFSR, so testbenches get
 // seeded random backpressure on every channel at full simulation speed.
+//
+// Bulk transfers: a cycle with `load` reads the hex file named by the plusarg
+// +MIXGCN_MEM_LOAD= (`@address` lines place the words) into the array; a cycle with
+// `dump` writes words `dump_first`..`dump_last` to the file +MIXGCN_MEM_DUMP= names.
+// Python writes and reads files instead of one simulator call per word.
 module mixgcn_memory #(
     parameter AW = 16,
     parameter MW = 64,
@@ -24,9 +29,20 @@ module mixgcn_memory #(
     input      [NW-1:0]     wr_valid,
     output     [NW-1:0]     wr_ready,
     input      [NW*AW-1:0]  wr_addr,
-    input      [NW*MW-1:0]  wr_data
+    input      [NW*MW-1:0]  wr_data,
+    input                   load,
+    input                   dump,
+    input      [AW-1:0]     dump_first,
+    input      [AW-1:0]     dump_last
 );
     reg [MW-1:0] mem [0:(1<<AW)-1];
+    string load_path, dump_path;
+    initial begin
+        if (!$value$plusargs("MIXGCN_MEM_LOAD=%s", load_path))
+            load_path = "mixgcn_mem_load.hex";
+        if (!$value$plusargs("MIXGCN_MEM_DUMP=%s", dump_path))
+            dump_path = "mixgcn_mem_dump.hex";
+    end
     reg [16*(NR+NW)-1:0] lfsr;
     integer i;
 
@@ -55,5 +71,9 @@ module mixgcn_memory #(
         for (i = 0; i < NW; i = i + 1)
             if (!rst && wr_valid[i] && wr_ready[i])
                 mem[wr_addr[AW*i +: AW]] <= wr_data[MW*i +: MW];
+        if (load)
+            $readmemh(load_path, mem);
+        if (dump)
+            $writememh(dump_path, mem, dump_first, dump_last);
     end
 endmodule

@@ -179,8 +179,11 @@ def train_rtl(args: dict) -> dict:
         env = dict(MIXGCN_TRAIN_ARGS=json.dumps(args), MIXGCN_TRAIN_OUT=str(out))
         print("mixgcn: building the simulated chip (cached after the first run)",
               file=sys.stderr, flush=True)
+        # the memory model's bulk-transfer files: private to this run
+        files = [f"+MIXGCN_MEM_LOAD={Path(tmp) / 'load.hex'}",
+                 f"+MIXGCN_MEM_DUMP={Path(tmp) / 'dump.hex'}"]
         run_cocotb(chip_harness_verilog(CHIP), "chip_harness", "mixgcn.sim.rtl_train",
-                   extra_env=env, quiet=True, lean=True)
+                   extra_env=env, quiet=True, lean=True, plusargs=files)
         if not out.is_file():
             raise RuntimeError("the RTL training run ended without a result")
         result = json.loads(out.read_text())

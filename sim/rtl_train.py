@@ -29,6 +29,8 @@ async def train_on_rtl(dut):
     Clock(dut.clk, 10, unit="ns").start()
     dut.start.value = 0
     dut.stall.value = 0
+    dut.mem_load.value = 0
+    dut.mem_dump.value = 0
     dut.rst.value = 1
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0

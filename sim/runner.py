@@ -62,7 +62,8 @@ def _lean_runner():
 
 def run_cocotb(verilog: str, top: str, test_module: str, simulator: str = "verilator",
                extra_env: dict | None = None, testcase: list[str] | None = None,
-               quiet: bool = False, lean: bool = False) -> Path:
+               quiet: bool = False, lean: bool = False,
+               plusargs: list[str] | None = None) -> Path:
     """Build (if needed) and run ``test_module`` against ``verilog``; return the results
     XML. Raises when a cocotb test fails. (cocotb's Verilator build exposes every
     signal and memory to the testbench, which bulk memory loads rely on; ``lean``
@@ -110,6 +111,7 @@ def run_cocotb(verilog: str, top: str, test_module: str, simulator: str = "veril
     env.update(extra_env or {})
     results = runner.test(hdl_toplevel=top, test_module=test_module, build_dir=build_dir,
                           test_dir=build_dir, extra_env=env, testcase=testcase,
+                          plusargs=list(plusargs or []),
                           results_xml=str(build_dir / f"results-{test_module}.xml"), **kwargs)
     return Path(results)
 

@@ -39,6 +39,8 @@ GOLDEN = GoldenBackend(NumberFormat(CONFIG.sae.width, CONFIG.sae.acc_width))
 
 async def reset(dut, cycles=3):
     dut.start.value = 0
+    dut.mem_load.value = 0
+    dut.mem_dump.value = 0
     dut.rst.value = 1
     await ClockCycles(dut.clk, cycles)
     dut.rst.value = 0
@@ -220,6 +222,7 @@ async def reset_between_runs(dut):
     x = values(rng, (50, 3 * CONFIG.lanes))
     scratch = kern._Scratch(kern)
     descs, _, _ = kern._spmm_descs(scratch, s, x, 16, False, None)
+    await kern.flush()
     for i, d in enumerate(descs):
         dut.desc_src.mem[i].value = d
     dut.desc_count.value = len(descs)

@@ -87,12 +87,10 @@ class FixedOps:
         shift1 = self._shift(site, exp1, lambda: _bound_bits(adj.mant, h.mant))
         exp2 = exp1 + shift1 + w.exp
         shift2 = self._shift(gemm_site, exp2, None)
-        a, st1, z, st2 = fused(adj.mant, h.mant, shift1, form, w.mant, shift2, relu=relu,
-                               mask=mask, site=f"{site}+{gemm_site}")
-        self._observe(site, exp1, st1)
-        self._observe(gemm_site, exp2, st2)
-        return (Fixed(np.asarray(a, dtype=np.int64), exp1 + shift1, self.width),
-                Fixed(np.asarray(z, dtype=np.int64), exp2 + shift2, self.width))
+        return self._pair(
+            site, exp1, shift1, gemm_site, exp2, shift2,
+            fused(adj.mant, h.mant, shift1, form, w.mant, shift2, relu=relu, mask=mask,
+                  site=f"{site}+{gemm_site}"))
 
     def gemm_spmm(self, site: str, form: str, x: Fixed, w: Fixed, spmm_site: str,
                   adj: Fixed, relu=False, mask=None) -> tuple[Fixed, Fixed]:
@@ -103,15 +101,13 @@ class FixedOps:
             t = self.gemm(site, form, x, w)
             return t, self.spmm(spmm_site, adj, t, relu=relu, mask=mask)
         exp1 = x.exp + w.exp
-        shift1 = self._shift(site, exp1, lambda: _bound_bits(x.mant, w.mant))
+        shift1 = self._shift(site, exp1, lambda: _gemm_bound_bits(form, x, w))
         exp2 = adj.exp + exp1 + shift1
         shift2 = self._shift(spmm_site, exp2, None)
-        t, st1, z, st2 = fused(form, x.mant, w.mant, shift1, adj.mant, shift2, relu=relu,
-                               mask=mask, site=f"{site}+{spmm_site}")
-        self._observe(site, exp1, st1)
-        self._observe(spmm_site, exp2, st2)
-        return (Fixed(np.asarray(t, dtype=np.int64), exp1 + shift1, self.width),
-                Fixed(np.asarray(z, dtype=np.int64), exp2 + shift2, self.width))
+        return self._pair(
+            site, exp1, shift1, spmm_site, exp2, shift2,
+            fused(form, x.mant, w.mant, shift1, adj.mant, shift2, relu=relu, mask=mask,
+                  site=f"{site}+{spmm_site}"))
 
     def spmm_and_gemm(self, site: str, adj: Fixed, h: Fixed, gemm_site: str, form: str,
                       x: Fixed, w: Fixed) -> tuple[Fixed, Fixed]:
@@ -123,10 +119,16 @@ class FixedOps:
         exp1, exp2 = adj.exp + h.exp, x.exp + w.exp
         shift1 = self._shift(site, exp1, lambda: _bound_bits(adj.mant, h.mant))
         shift2 = self._shift(gemm_site, exp2, lambda: _gemm_bound_bits(form, x, w))
-        y1, st1, y2, st2 = both(adj.mant, h.mant, shift1, form, x.mant, w.mant, shift2,
-                                site=f"{site}|{gemm_site}")
-        self._observe(site, exp1, st1)
-        self._observe(gemm_site, exp2, st2)
+        return self._pair(
+            site, exp1, shift1, gemm_site, exp2, shift2,
+            both(adj.mant, h.mant, shift1, form, x.mant, w.mant, shift2,
+                 site=f"{site}|{gemm_site}"))
+
+    def _pair(self, site1, exp1, shift1, site2, exp2, shift2, outcome) -> tuple[Fixed, Fixed]:
+        """Two kernels' results, ``outcome`` = (rows, stats, rows, stats), as tensors."""
+        y1, st1, y2, st2 = outcome
+        self._observe(site1, exp1, st1)
+        self._observe(site2, exp2, st2)
         return (Fixed(np.asarray(y1, dtype=np.int64), exp1 + shift1, self.width),
                 Fixed(np.asarray(y2, dtype=np.int64), exp2 + shift2, self.width))
 

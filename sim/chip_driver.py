@@ -52,6 +52,15 @@ def _mask_words(mask) -> list[int]:
     return (mask << np.arange(mask.shape[1], dtype=np.int64)).sum(axis=1).tolist()
 
 
+def _tiles(a, lanes: int, tiles: int) -> np.ndarray:
+    """``a`` [rows, ≤ tiles·lanes] as ``tiles`` blocks of ``lanes`` columns one after
+    the other, zero-padded: [tiles · rows, lanes] (the order passes and tiles read)."""
+    a = np.asarray(a)
+    padded = np.zeros((a.shape[0], tiles * lanes), dtype=np.int64)
+    padded[:, :a.shape[1]] = a
+    return padded.reshape(a.shape[0], tiles, lanes).transpose(1, 0, 2).reshape(-1, lanes)
+
+
 class ChipKernels:
     """SpMM, GEMM and fused SpMM→GEMM on one simulated chip (``dut``: a ChipHarness)."""
 
@@ -243,17 +252,10 @@ class ChipKernels:
                 raise ValueError(f"an SpMM fed by the DCE takes at most {L} features, got {F}")
             x_addr = 0
         else:
-            xp = np.zeros((k, passes * L), dtype=np.int64)
-            xp[:, :F] = np.asarray(x, dtype=np.int64)
-            x_addr = scratch.put(pack(self.lay.stream_layouts["x"],
-                                      xp.reshape(k, passes, L).transpose(1, 0, 2)
-                                      .reshape(-1, L)))
+            x_addr = scratch.put(pack(self.lay.stream_layouts["x"], _tiles(x, L, passes)))
         m_addr = 0
         if mask is not None:
-            mp = np.zeros((n, passes * L), dtype=bool)
-            mp[:, :F] = np.asarray(mask, dtype=bool)
-            m_addr = scratch.put(_mask_words(mp.reshape(n, passes, L).transpose(1, 0, 2)
-                                             .reshape(-1, L)))
+            m_addr = scratch.put(_mask_words(_tiles(np.asarray(mask, dtype=bool), L, passes)))
         out = scratch.alloc(passes * n) if to_mem else 0
         loads = [self.desc(Unit.LOAD, bank=p % 2, rows=k, src=x_addr + p * k,
                            from_xchg=int(from_xchg))
@@ -296,17 +298,11 @@ class ChipKernels:
             if n > c.max_rows:
                 raise ValueError(f"GEMM xtg reduces over {n} rows; the DCE's accumulators "
                                  f"are sized for {c.max_rows} (DCEConfig.max_rows)")
-            kt = -(-k // R)
-            xp = np.zeros((n, kt * R), dtype=np.int64)
-            xp[:, :k] = x
-            a_addr = scratch.put(pack(self.lay.stream_layouts["a"],
-                                      xp.reshape(n, kt, R).transpose(1, 0, 2).reshape(-1, R)))
-            mt = -(-mtot // C)
-            gp = np.zeros((n, mt * C), dtype=np.int64)
-            gp[:, :mtot] = w
-            gw = np.zeros((mt, n, V), dtype=np.int64)
-            gw[:, :, :C] = gp.reshape(n, mt, C).transpose(1, 0, 2)
-            b_addr = scratch.put(pack(self.lay.stream_layouts["b"], gw.reshape(-1, V)))
+            kt, mt = -(-k // R), -(-mtot // C)
+            a_addr = scratch.put(pack(self.lay.stream_layouts["a"], _tiles(x, R, kt)))
+            gw = np.zeros((mt * n, V), dtype=np.int64)  # b words are V wide, G tiles C
+            gw[:, :C] = _tiles(w, C, mt)
+            b_addr = scratch.put(pack(self.lay.stream_layouts["b"], gw))
             out = scratch.alloc(kt * mt * R)
             descs = []
             for t in range(kt):
@@ -337,10 +333,7 @@ class ChipKernels:
             raise ValueError(f"a fused GEMM makes rows of at most {C} values, got {mtot}")
         m_addr = 0
         if mask is not None:
-            mp = np.zeros((n, mt * C), dtype=bool)
-            mp[:, :mtot] = np.asarray(mask, dtype=bool)
-            m_addr = scratch.put(_mask_words(mp.reshape(n, mt, C).transpose(1, 0, 2)
-                                             .reshape(-1, C)))
+            m_addr = scratch.put(_mask_words(_tiles(np.asarray(mask, dtype=bool), C, mt)))
         if to_xchg and mt > 1:
             raise ValueError(f"a GEMM feeding the SAE makes rows of at most {C} values, "
                              f"got {mtot}")

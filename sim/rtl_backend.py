@@ -69,10 +69,22 @@ class RTLBackend:
         self.batches.append((kind, site, res.cycles, sae, dce))
         self.sim_seconds += res.wall_seconds
 
-    def spmm(self, s, x, shift: int, relu=False, mask=None, site=None, kind="spmm"):
+    def _sparse(self, s) -> sp.csr_array:
+        """S as CSR, its longest row checked against the accumulators."""
         s = sp.csr_array(s)
         deg = s.indptr[1:] - s.indptr[:-1]
         self.fmt.check_reduction(int(deg.max()) if deg.size else 0, "SpMM row")
+        return s
+
+    def _dense(self, form: str, x) -> np.ndarray:
+        """A GEMM's X, its reduction length checked against the accumulators."""
+        x = np.asarray(x)
+        self.fmt.check_reduction(x.shape[0] if form == "xtg" else x.shape[1],
+                                 f"GEMM {form} reduction")
+        return x
+
+    def spmm(self, s, x, shift: int, relu=False, mask=None, site=None, kind="spmm"):
+        s = self._sparse(s)
         out, stats, res = self._await(self.kern.spmm, s, x, shift, relu, mask)
         self._record(kind, site, res)
         return out, stats
@@ -88,10 +100,8 @@ class RTLBackend:
             a, st1 = self.spmm(s, x, shift, site=sites[0] or None)
             z, st2 = self.gemm(form, a, w, shift2, relu=relu, mask=mask, site=sites[-1] or None)
             return a, st1, z, st2
-        s = sp.csr_array(s)
-        deg = s.indptr[1:] - s.indptr[:-1]
-        self.fmt.check_reduction(int(deg.max()) if deg.size else 0, "SpMM row")
-        a, st1, z, st2, res = self._await(self.kern.spmm_gemm, s, x, shift, form, w, shift2,
+        a, st1, z, st2, res = self._await(self.kern.spmm_gemm, self._sparse(s), x, shift,
+                                          form, w, shift2,
                                           relu2=relu, mask2=mask)
         self._record(f"spmm+gemm_{form}", site, res)
         return a, st1, z, st2
@@ -106,13 +116,9 @@ class RTLBackend:
             t, st1 = self.gemm(form, x, w, shift, site=sites[0] or None)
             z, st2 = self.spmm(s, t, shift2, relu=relu, mask=mask, site=sites[-1] or None)
             return t, st1, z, st2
-        x = np.asarray(x)
-        self.fmt.check_reduction(x.shape[1], f"GEMM {form} reduction")
-        s = sp.csr_array(s)
-        deg = s.indptr[1:] - s.indptr[:-1]
-        self.fmt.check_reduction(int(deg.max()) if deg.size else 0, "SpMM row")
-        t, st1, z, st2, res = self._await(self.kern.gemm_spmm, form, x, w, shift, s, shift2,
-                                          relu2=relu, mask2=mask)
+        t, st1, z, st2, res = self._await(self.kern.gemm_spmm, form, self._dense(form, x), w,
+                                          shift, self._sparse(s), shift2, relu2=relu,
+                                          mask2=mask)
         self._record(f"gemm_{form}+spmm", site, res)
         return t, st1, z, st2
 
@@ -123,14 +129,8 @@ class RTLBackend:
             y1, st1 = self.spmm(s, h, shift, site=sites[0] or None)
             y2, st2 = self.gemm(form, x, w, shift2, site=sites[-1] or None)
             return y1, st1, y2, st2
-        s = sp.csr_array(s)
-        deg = s.indptr[1:] - s.indptr[:-1]
-        self.fmt.check_reduction(int(deg.max()) if deg.size else 0, "SpMM row")
-        x = np.asarray(x)
-        self.fmt.check_reduction(x.shape[0] if form == "xtg" else x.shape[1],
-                                 f"GEMM {form} reduction")
-        y1, st1, y2, st2, res = self._await(self.kern.spmm_and_gemm, s, h, shift, form, x, w,
-                                            shift2)
+        y1, st1, y2, st2, res = self._await(self.kern.spmm_and_gemm, self._sparse(s), h,
+                                            shift, form, self._dense(form, x), w, shift2)
         self._record(f"spmm|gemm_{form}", site, res)
         return y1, st1, y2, st2
 
@@ -142,9 +142,8 @@ class RTLBackend:
                 return self.spmm(sp.csr_array(x.T), w, shift, relu, mask, site,
                                  kind="gemm_xtg_sparse")
             raise ValueError(f"GEMM {form} with a sparse left operand is not supported")
-        k = x.shape[0] if form == "xtg" else x.shape[1]
-        self.fmt.check_reduction(k, f"GEMM {form} reduction")
-        out, stats, res = self._await(self.kern.gemm, form, x, w, shift, relu, mask)
+        out, stats, res = self._await(self.kern.gemm, form, self._dense(form, x), w, shift,
+                                      relu, mask)
         self._record(f"gemm_{form}", site, res)
         return out, stats
 

@@ -1,8 +1,8 @@
 """Kernels on a simulated chip (:class:`~mixgcn.sim.chip_harness.ChipHarness`) from cocotb.
 
 :class:`ChipKernels` turns each SpMM / GEMM call into a batch of descriptors: it lays
-the operands out in the chip's memory (bulk writes through the simulator; sparse
-matrices are written once and kept), runs the batch with no Python in the loop (the
+the operands out in the chip's memory (through files the memory model loads in one
+cycle; sparse matrices are written once and kept), runs the batch with no Python in the loop (the
 chip fetches descriptors from its descriptor memory and reports each completion into
 its status memory), and reads back the output rows, the output stage's statistics and
 the chip's counters. The same code serves the testbenches and the RTL backend.
@@ -74,6 +74,7 @@ class ChipKernels:
         # half); sparse matrices, kept across kernels, from the top down (upper half)
         self.static_base = self.capacity
         self.static: dict[str, tuple[int, int]] = {}  # content hash -> (address, beats)
+        self.batch_static: set[str] = set()  # kept matrices the next batch reads
         self.stall = 0
         self.words_written = self.words_read = 0  # memory words Python wrote and read
         self.pending = []  # (address, words) not written yet
@@ -138,7 +139,11 @@ class ChipKernels:
             addr = self.static_base - len(beats)
             if addr < self.capacity // 2:
                 # the upper half is full: forget every kept matrix (the adjacency comes
-                # back on its next use; dropout makes a new X every epoch anyway)
+                # back on its next use; dropout makes a new X every epoch anyway) —
+                # unless this batch already uses one, which the new one would overwrite
+                if self.batch_static:
+                    raise ValueError("the sparse operands of one batch exceed the "
+                                     f"{self.capacity // 2} memory words kept for them")
                 self.static.clear()
                 addr = self.capacity - len(beats)
                 if addr < self.capacity // 2:
@@ -149,6 +154,7 @@ class ChipKernels:
             self.write(addr, beats)
             self.static[key] = (addr, len(beats))
             self.static_base = addr
+        self.batch_static.add(key)
         return self.static[key]
 
     def _check_room(self, need: int, what: str) -> None:
@@ -183,6 +189,7 @@ class ChipKernels:
         if n > len(dut.desc_src.mem):
             raise ValueError(f"{n} descriptors exceed the harness's descriptor memory")
         await self.flush()
+        self.batch_static.clear()
         src = dut.desc_src.mem
         for i, d in enumerate(descs):
             src[i].value = int(d)

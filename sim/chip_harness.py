@@ -1,11 +1,11 @@
 """The chip in simulation: a :class:`~mixgcn.hdl.chip.Chip` on the memory model
-(``memory_model.v``), its descriptors read from a descriptor memory and its status
+(``mixgcn_memory.v``), its descriptors read from a descriptor memory and its status
 records stored in a status memory, so a whole batch of descriptors runs with no Python
 in the loop: the testbench bulk-loads memory and descriptors, sets ``desc_count``,
 pulses ``start`` and waits for ``received`` status records.
 
 Ports: ``mem_load`` / ``mem_dump`` with ``dump_first`` / ``dump_last`` (bulk transfers
-between the memory model and files, see ``memory_model.v``), ``desc_count``, ``start``,
+between the memory model and files, see ``mixgcn_memory.v``), ``desc_count``, ``start``,
 ``stall`` (random memory stalls, 0..255 of 256),
 ``received``, ``done`` (all status records in), ``elapsed`` (the batch's cycles); the
 chip's counters (``cycles``, ``issued``, ``completed``, ``idle``,
@@ -29,7 +29,7 @@ from mixgcn.sim.harness import MemorySink, MemorySource
 
 __all__ = ["MEMORY_MODEL", "ChipHarness", "chip_harness_verilog"]
 
-MEMORY_MODEL = Path(__file__).with_name("memory_model.v")
+MEMORY_MODEL = Path(__file__).with_name("mixgcn_memory.v")
 
 
 class ChipHarness(wiring.Component):

@@ -59,7 +59,7 @@ module mixgcn_memory #(
     always @(posedge clk) begin
         for (i = 0; i < NR + NW; i = i + 1) begin
             if (rst)
-                lfsr[16*i +: 16] <= (SEED ^ (16'h1F35 * (i + 1))) | 16'h0001;
+                lfsr[16*i +: 16] <= 16'(SEED ^ 16'(16'h1F35 * (i + 1))) | 16'h0001;
             else  // x^16 + x^14 + x^13 + x^11 + 1
                 lfsr[16*i +: 16] <= {lfsr[16*i +: 15],
                                      lfsr[16*i+15] ^ lfsr[16*i+13] ^ lfsr[16*i+12] ^ lfsr[16*i+10]};

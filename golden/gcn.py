@@ -272,9 +272,11 @@ class GCN:
         grads = [None] * len(self.weights)
         pending = None  # (layer, x, dT) of a weight gradient not computed yet
 
+        def keep(l, dw):
+            grads[l] = np.asarray(ops.to_float(dw), dtype=self.weights[l].dtype)
+
         def wgrad(l, x, dt):
-            grads[l] = np.asarray(ops.to_float(ops.gemm(f"L{l}.bwd.wgrad", "xtg", x, dt)),
-                                  dtype=self.weights[l].dtype)
+            keep(l, ops.gemm(f"L{l}.bwd.wgrad", "xtg", x, dt))
 
         g = ops.tensor(f"L{len(cache) - 1}.grad", grad_logits)
         for l in range(len(cache) - 1, -1, -1):
@@ -291,7 +293,7 @@ class GCN:
                     pl, px, pdt = pending
                     dt, dw = ops.spmm_and_gemm(f"L{l}.bwd.agg", adj, g, f"L{pl}.bwd.wgrad",
                                                "xtg", px, pdt)
-                    grads[pl] = np.asarray(ops.to_float(dw), dtype=self.weights[pl].dtype)
+                    keep(pl, dw)
                     pending = None
                 else:
                     dt = ops.spmm(f"L{l}.bwd.agg", adj, g)
@@ -300,8 +302,7 @@ class GCN:
                 if pending:
                     wgrad(*pending)
                     pending = None
-                dw = ops.gemm(f"L{l}.bwd.wgrad", "xtg", c["a"], g)
-                grads[l] = np.asarray(ops.to_float(dw), dtype=self.weights[l].dtype)
+                wgrad(l, c["a"], g)
                 if l:
                     _, dhd = ops.gemm_spmm(f"L{l}.bwd.comb", "xwt", g, c["w"],
                                            f"L{l}.bwd.agg", adj, mask=mask)

@@ -91,14 +91,14 @@ class StreamReader(wiring.Component):
 
 class StreamWriter(wiring.Component):
     """Stores each payload of ``i`` (its ``field``, or all of it) at consecutive
-    addresses from ``base`` (loaded by ``start``); ``written`` counts the words since."""
+    addresses from ``base`` (loaded by ``start``)."""
 
     def __init__(self, layout, *, addr_width: int, mem_width: int, field: str | None = None):
         self.field, self.addr_width = field, addr_width
         super().__init__({
             "i": In(stream.Signature(layout)),
             "mem": Out(WriteChannel(addr_width, mem_width)),
-            "base": In(addr_width), "start": In(1), "written": Out(32),
+            "base": In(addr_width), "start": In(1),
         })
 
     def elaborate(self, platform):
@@ -109,7 +109,7 @@ class StreamWriter(wiring.Component):
         m.d.comb += [wr.valid.eq(self.i.valid), self.i.ready.eq(wr.ready),
                      wr.payload.addr.eq(addr), wr.payload.data.eq(Value.cast(word))]
         with m.If(self.start):
-            m.d.sync += [addr.eq(self.base), self.written.eq(0)]
+            m.d.sync += addr.eq(self.base)
         with m.Elif(wr.valid & wr.ready):
-            m.d.sync += [addr.eq(addr + 1), self.written.eq(self.written + 1)]
+            m.d.sync += addr.eq(addr + 1)
         return m

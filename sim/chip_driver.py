@@ -182,7 +182,16 @@ class ChipKernels:
     def desc(self, unit: Unit, **fields) -> int:
         return self.lay.desc_layout.const({"unit": unit, **fields}).as_bits()
 
-    async def run(self, descs: list[int], budget: int | None = None) -> RunResult:
+    def _budget(self, descs: list[int]) -> int:
+        """Cycles a batch may take before it counts as hung: generous for its work (every
+        word it reads and row it writes, K chunks per row of a GEMM), slowed by stalls."""
+        work = 0
+        for d in descs:
+            f = self.lay.desc_layout.from_bits(d)
+            work += int(f.src_len) + int(f.b_len) + int(f.rows) * (1 + int(f.k))
+        return int(20 * (work + 1000) * 256 / max(1, 256 - self.stall))
+
+    async def run(self, descs: list[int]) -> RunResult:
         """Run a batch of descriptors (packed words) to its last status record."""
         dut = self.dut
         n = len(descs)
@@ -201,7 +210,7 @@ class ChipKernels:
         dut.start.value = 0
         await RisingEdge(dut.clk)  # the start pulse has cleared `received`
         t0 = time.perf_counter()
-        limit = Timer(10 * (budget or 1_000_000), unit="ns")
+        limit = Timer(10 * self._budget(descs), unit="ns")
         while int(dut.received.value) != n:
             fired = await First(RisingEdge(dut.done), limit)
             if fired is limit:

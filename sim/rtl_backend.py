@@ -36,6 +36,14 @@ __all__ = ["CHIP", "RTLBackend", "check_fits", "train_rtl"]
 CHIP = CHIP_PRESETS["default"]
 
 
+def _sites(pair, sep: str) -> tuple[str | None, str | None]:
+    """The two sites of a pair's name (``A+B``, ``A|B``), for running it kernel by kernel."""
+    if pair is None:
+        return None, None
+    first, second = pair.split(sep)
+    return first, second
+
+
 class RTLBackend:
     """The kernel interface of :class:`mixgcn.host.backends.GoldenBackend`, on the chip."""
 
@@ -96,9 +104,9 @@ class RTLBackend:
         L = self.config.lanes
         m = w.shape[1] if form == "xw" else w.shape[0]
         if not self.pipeline or x.shape[1] > L or m > L or form not in ("xw", "xwt"):
-            sites = (site or "+").split("+")
-            a, st1 = self.spmm(s, x, shift, site=sites[0] or None)
-            z, st2 = self.gemm(form, a, w, shift2, relu=relu, mask=mask, site=sites[-1] or None)
+            first, second = _sites(site, "+")
+            a, st1 = self.spmm(s, x, shift, site=first)
+            z, st2 = self.gemm(form, a, w, shift2, relu=relu, mask=mask, site=second)
             return a, st1, z, st2
         a, st1, z, st2, res = self._await(self.kern.spmm_gemm, self._sparse(s), x, shift,
                                           form, w, shift2,
@@ -112,9 +120,9 @@ class RTLBackend:
         m = w.shape[1] if form == "xw" else w.shape[0]
         if (not self.pipeline or sp.issparse(x) or m > self.config.lanes
                 or form not in ("xw", "xwt")):
-            sites = (site or "+").split("+")
-            t, st1 = self.gemm(form, x, w, shift, site=sites[0] or None)
-            z, st2 = self.spmm(s, t, shift2, relu=relu, mask=mask, site=sites[-1] or None)
+            first, second = _sites(site, "+")
+            t, st1 = self.gemm(form, x, w, shift, site=first)
+            z, st2 = self.spmm(s, t, shift2, relu=relu, mask=mask, site=second)
             return t, st1, z, st2
         t, st1, z, st2, res = self._await(self.kern.gemm_spmm, form, self._dense(form, x), w,
                                           shift, self._sparse(s), shift2, relu2=relu,
@@ -124,10 +132,10 @@ class RTLBackend:
 
     def spmm_and_gemm(self, s, h, shift: int, form: str, x, w, shift2: int, site=None):
         """An SpMM and an unrelated dense GEMM in one batch, one on each engine."""
-        sites = (site or "|").split("|")
         if not self.pipeline or sp.issparse(x):
-            y1, st1 = self.spmm(s, h, shift, site=sites[0] or None)
-            y2, st2 = self.gemm(form, x, w, shift2, site=sites[-1] or None)
+            first, second = _sites(site, "|")
+            y1, st1 = self.spmm(s, h, shift, site=first)
+            y2, st2 = self.gemm(form, x, w, shift2, site=second)
             return y1, st1, y2, st2
         y1, st1, y2, st2, res = self._await(self.kern.spmm_and_gemm, self._sparse(s), h,
                                             shift, form, self._dense(form, x), w, shift2)

@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# Cora for tests, benchmarks and demos: ../shared/data/planetoid unless MIXGCN_DATA says.
-export MIXGCN_DATA ?= $(abspath ../shared/data/planetoid)
+# test workers: simulator builds and simulations of different designs run side by side
+JOBS   ?= 2
+PYTEST := $(PY) -m pytest -W error
 
-.PHONY: setup test demo verilog sim bench lint clean
+.PHONY: setup test test-fast sim demo verilog bench lint clean
 
 setup: $(STAMP)
 
@@ -15,19 +16,25 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
+# The whole suite (warnings are errors).
 test: $(STAMP)
-	$(PY) -m pytest -W error
+	$(PYTEST) -n $(JOBS) --dist loadgroup
 
-# The main job: train on the simulated engines (the first run also builds them).
+# Everything but the HDL simulations: about a minute.
+test-fast: $(STAMP)
+	$(PYTEST) -m "not sim"
+
+# Only the HDL simulations (cocotb on the generated Verilog, the simulated chip).
+sim: $(STAMP)
+	$(PYTEST) -n $(JOBS) --dist loadgroup -m sim
+
+# The main job: train on the simulated chip (the first run also builds it).
 demo: $(STAMP)
 	$(VENV)/bin/mixgcn train --backend rtl --dataset synthetic --epochs 50 \
 		--json build/demo.json
 
 verilog: $(STAMP)
 	$(PY) -m mixgcn.gen.verilog --out build/verilog --lint
-
-sim: $(STAMP)
-	$(PY) -m pytest -W error -m sim
 
 bench: $(STAMP)
 	$(PY) -m mixgcn.host.bench --out bench/results.json
@@ -36,5 +43,5 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf build sim_build bench/results.json bench/results.txt .pytest_cache .ruff_cache
+	rm -rf build bench/results.json bench/results.txt .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

@@ -8,16 +8,44 @@ refused here, at generation time, with the offending value in the message.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from mixgcn.golden.fixed import required_acc_width
 
 __all__ = ["CHIP_PRESETS", "DCE_PRESETS", "SAE_PRESETS", "ChipConfig", "ConfigError", "DCEConfig",
-           "SAEConfig"]
+           "SAEConfig", "load_chip"]
 
 
 class ConfigError(ValueError):
     """A configuration the generator refuses."""
+
+
+def _from_dict(cls, d, where: str, **nested):
+    """``cls`` from what its ``to_dict`` wrote: parameters (missing ones take their
+    defaults), derived keys checked against the parameters, anything else refused.
+    ``nested``: parameter name -> class of a nested configuration."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {type(d).__name__}")
+    kind = cls.__name__.removesuffix("Config").lower()
+    if d.get("kind", kind) != kind:
+        raise ConfigError(f"{where}: kind is {d['kind']!r}, expected {kind!r}")
+    params = {f.name for f in dataclasses.fields(cls)}
+    derived = set(cls().to_dict()) - params
+    unknown = sorted(set(d) - params - derived)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+    args = {k: v for k, v in d.items() if k in params}
+    for name, sub in nested.items():
+        if name in args:
+            args[name] = _from_dict(sub, args[name], f"{where}.{name}")
+    config = cls(**args)
+    given = config.to_dict()
+    for k in sorted(derived & set(d)):
+        if k != "kind" and d[k] != given[k] and not isinstance(given[k], dict):
+            raise ConfigError(f"{where}: {k} is {d[k]!r}, but the parameters give {given[k]!r}")
+    return config
 
 
 def _int(obj, name: str, lo: int, hi: int | None = None) -> None:
@@ -85,6 +113,11 @@ class DCEConfig:
     def max_shift(self) -> int:
         return self.acc_width - 1
 
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "DCEConfig") -> DCEConfig:
+        """The configuration :meth:`to_dict` wrote (see :func:`load_chip`)."""
+        return _from_dict(cls, d, where)
+
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d.update(kind="dce", weight_depth=self.weight_depth, b_lanes=self.b_lanes,
@@ -145,6 +178,11 @@ class SAEConfig:
     def buffer_bits(self) -> int:
         return 2 * self.max_nodes * self.lanes * self.width * self.edges
 
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "SAEConfig") -> SAEConfig:
+        """The configuration :meth:`to_dict` wrote (see :func:`load_chip`)."""
+        return _from_dict(cls, d, where)
+
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d.update(kind="sae", buffer_bits=self.buffer_bits, macs=self.lanes * self.edges)
@@ -164,7 +202,7 @@ SAE_PRESETS: dict[str, SAEConfig] = {
 @dataclass(frozen=True)
 class ChipConfig:
     """One accelerator chip: an SAE and a DCE joined by the pipeline FIFO and the
-    exchange port, a descriptor queue, and a memory port (DESIGN §2-3).
+    exchange port, a descriptor queue, and a memory port (docs/architecture.md).
 
     - ``sae``, ``dce``: the engines. A row crosses from the SAE to the DCE as one word,
       so the SAE's lanes, the DCE's rows (reduction lanes) and columns must be equal
@@ -206,6 +244,12 @@ class ChipConfig:
     def lanes(self) -> int:
         return self.sae.lanes
 
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "ChipConfig") -> ChipConfig:
+        """The configuration :meth:`to_dict` wrote — what ``make verilog`` puts in
+        ``chip.json`` — validated as if built here (see :func:`load_chip`)."""
+        return _from_dict(cls, d, where, sae=SAEConfig, dce=DCEConfig)
+
     def to_dict(self) -> dict:
         d = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("sae", "dce")}
         d.update(kind="chip", lanes=self.lanes, sae=self.sae.to_dict(), dce=self.dce.to_dict())
@@ -226,3 +270,25 @@ CHIP_PRESETS: dict[str, ChipConfig] = {
                                      out_fifo_depth=16),
                        pipeline_depth=64, desc_depth=16, addr_width=22),
 }
+
+
+def load_chip(spec: str) -> tuple[str, ChipConfig]:
+    """A chip by preset name (``tiny``, ``default``, ``ecp5``) or from a JSON file the
+    generator wrote (``build/verilog/<preset>/chip.json``), as (name, configuration).
+    A bad name, file or content raises :class:`ConfigError` naming it."""
+    if spec in CHIP_PRESETS:
+        return spec, CHIP_PRESETS[spec]
+    if not str(spec).endswith(".json"):
+        raise ConfigError(f"unknown chip {spec!r}: expected one of {', '.join(CHIP_PRESETS)} "
+                          "or a .json file written by 'make verilog'")
+    path = Path(spec)
+    try:
+        d = json.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"chip file {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ConfigError(f"chip file {path} is not JSON: {e}") from None
+    try:
+        return str(path), ChipConfig.from_dict(d, where=str(path))
+    except TypeError as e:  # a value of the wrong kind where a nested object belongs
+        raise ConfigError(f"chip file {path}: {e}") from None

@@ -80,10 +80,21 @@ class Dataset:
         )
 
 
+_CHECKOUT = Path(__file__).resolve().parent.parent
+
+
 def default_data_dir() -> Path:
-    """``$MIXGCN_DATA`` when set, else ``./data/planetoid``."""
+    """Where the Planetoid files are looked for, the one default of the CLI, the tests
+    and the benchmarks: ``$MIXGCN_DATA`` when set; else, in a source checkout, the
+    folder ``shared/data/planetoid`` beside the checkout; else
+    ``$XDG_DATA_HOME/mixgcn/planetoid`` (``~/.local/share/mixgcn/planetoid``)."""
     env = os.environ.get("MIXGCN_DATA")
-    return Path(env) if env else Path("data") / "planetoid"
+    if env:
+        return Path(env)
+    if (_CHECKOUT / "pyproject.toml").is_file():
+        return _CHECKOUT.parent / "shared" / "data" / "planetoid"
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data) / "mixgcn" / "planetoid"
 
 
 def load_dataset(spec: str, data_dir: str | os.PathLike | None = None, seed: int = 0) -> Dataset:

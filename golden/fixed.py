@@ -1,6 +1,6 @@
 """Bit-exact fixed-point operators: what the RTL computes, as plain integer numpy.
 
-Number format (DESIGN §4): a tensor is *block floating point* — signed integers
+Number format (docs/numbers.md): a tensor is *block floating point* — signed integers
 ("mantissas") of ``width`` bits sharing one power-of-two exponent, value =
 ``mant * 2**exp``. ``width`` is a generator parameter (default 16).
 

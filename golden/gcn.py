@@ -2,7 +2,7 @@
 
 One layer ``l`` maps ``H`` (``N × F_in``) to ``Z = Â · Hd · W`` with ``Hd`` = dropout of
 ``H``; hidden layers output ``ReLU(Z)``, the last layer's ``Z`` are the logits.
-The kernels run in the cheaper order (DESIGN §1): ``Â · (Hd · W)`` when
+The kernels run in the cheaper order (docs/architecture.md, §1): ``Â · (Hd · W)`` when
 ``F_in > F_out`` ("combine first"), else ``(Â · Hd) · W``. Backward, with
 ``G = dL/dZ``:
 

@@ -1,4 +1,4 @@
-"""Node reordering: host preprocessing that renumbers a graph's nodes (DESIGN §3).
+"""Node reordering: host preprocessing that renumbers a graph's nodes (docs/architecture.md).
 
 The chip's SpMM gathers row i of ``Â · X`` from the rows of X its neighbours name, and
 it may start before X is fully in its buffer: a row is gathered as soon as every

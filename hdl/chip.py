@@ -1,5 +1,5 @@
 """One accelerator chip: the SAE and the DCE, the pipeline FIFO and exchange port between
-them, a descriptor-driven controller and the memory port (DESIGN §2-3).
+them, a descriptor-driven controller and the memory port (docs/architecture.md).
 
 ::
 

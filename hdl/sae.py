@@ -2,7 +2,7 @@
 
 For row i of S and each non-zero (j, s_ij): ``acc_i += s_ij · X[j, lanes]``; after the
 row's last non-zero, ``acc_i`` leaves through the shared output stage. The same
-engine serves every sparse operand (DESIGN §1): ``Â · H``, and with sparse input
+engine serves every sparse operand (docs/architecture.md, §1): ``Â · H``, and with sparse input
 features ``X · W`` (S = X, the buffer holds W) and ``Xᵀ · G`` (S = Xᵀ, the buffer
 holds G).
 

@@ -1,8 +1,15 @@
 """``make bench``: measure, never assert. Writes one JSON object plus a readable table.
 
-Each section returns ``(keys, table_rows)``; keys are merged into the results object
-(later sections add keys, none is ever renamed). Run ``python -m mixgcn.host.bench
---only golden`` to run one section.
+Every run writes complete results: each section either measures now or is recorded
+as not run, with the reason — nothing is carried over from an older file. A section
+returns ``(keys, table rows)``; ``python -m mixgcn.host.bench --only golden`` runs
+one (the others are then recorded as not selected).
+
+The engines are measured on the chip (the harness ``--backend rtl`` runs), with the
+memory model answering every request (no stalls): a GEMM's cycles are those of its
+descriptor from issue to completion, an SpMM's those of its batch (the first LOAD
+included, as a real pass pays it). Every output row is compared with the golden
+model, so a case that measured a wrong answer fails instead of reporting.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mixgcn.gen.config import CHIP_PRESETS
+from mixgcn.golden.backend import GoldenBackend, NumberFormat, Stage
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
 from mixgcn.host.train import train
@@ -27,14 +36,26 @@ def _log(msg: str) -> None:
     print(f"bench: {msg}", file=sys.stderr, flush=True)
 
 
+class NotRun(Exception):
+    """A section that could not measure (the reason is recorded)."""
+
+
+def _cora():
+    try:
+        return load_dataset("cora", default_data_dir())
+    except DatasetError as e:
+        raise NotRun(f"no Cora: {e}") from None
+
+
 def bench_golden() -> tuple[dict, list[str]]:
     """Wall time of a golden training epoch (Cora when present, synthetic graphs)."""
     keys, rows = {}, ["golden model: median epoch wall time (forward + backward + Adam)"]
     datasets = []
     try:
-        datasets.append(("cora", load_dataset("cora", default_data_dir())))
-    except DatasetError as e:
+        datasets.append(("cora", _cora()))
+    except NotRun as e:
         _log(f"Cora skipped: {e}")
+        keys["golden_cora"] = dict(status="not run", reason=str(e))
     datasets.append(("synthetic", load_dataset("synthetic")))
     datasets.append(("synthetic_1m", load_dataset("synthetic:nodes=100000,degree=20")))
     for tag, ds in datasets:
@@ -49,6 +70,19 @@ def bench_golden() -> tuple[dict, list[str]]:
     return keys, rows
 
 
+# The chips the engine benchmarks run on: the default chip with memory enough for
+# Cora-sized operands (2^20 words), and its SAE at 1 and 4 edge pipelines.
+BENCH_CHIP = dataclasses.replace(CHIP_PRESETS["default"], addr_width=20)
+
+
+def _chip(config):
+    from mixgcn.host.chip_driver import ChipBackend
+    from mixgcn.sim.chip.process import SimulatedChip
+
+    return ChipBackend(SimulatedChip(config, name="bench chip",
+                                     on_build=lambda: _log("building the chip (once)")))
+
+
 def dce_cases(config) -> list[dict]:
     """Cora-shaped work: 2708 rows, reductions from 16 to 1433 (Cora's features)."""
     n, m = 2708, config.cols
@@ -59,48 +93,45 @@ def dce_cases(config) -> list[dict]:
     return cases
 
 
-def _run_harness(kind: str, harness, config, cases: list[dict], extra: dict | None = None):
-    """Simulate ``harness`` (Verilog built once per configuration) over ``cases``."""
-    import tempfile
+def bench_dce(chip_config=BENCH_CHIP, cases: list[dict] | None = None) -> tuple[dict, list[str]]:
+    """DCE utilisation = useful MACs / (MACs × cycles of the GEMM descriptor)."""
+    from mixgcn.hdl.chip import Unit
 
-    from amaranth.back import verilog
-
-    from mixgcn.sim.runner import config_env, run_cocotb
-
-    src = verilog.convert(harness, name="harness", emit_src=False)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "results.json"
-        env = config_env("MIXGCN_ENGINE_CONFIG", config)
-        env.update(MIXGCN_BENCH_KIND=kind, MIXGCN_BENCH_CASES=json.dumps(cases),
-                   MIXGCN_BENCH_OUT=str(out), **(extra or {}))
-        run_cocotb(src, "harness", "mixgcn.sim.bench_harness", extra_env=env)
-        return json.loads(out.read_text())
-
-
-def bench_dce(preset: str = "default") -> tuple[dict, list[str]]:
-    """DCE utilisation = useful MACs / (MACs × cycles), simulated RTL, no backpressure."""
-    from mixgcn.gen.config import DCE_PRESETS
-    from mixgcn.sim.harness import Harness, dce_feed
-
-    cfg = DCE_PRESETS[preset]
-    cases = dce_cases(cfg)
-    _log(f"dce: building the {preset} harness ({cfg.rows}x{cfg.cols}) and running "
-         f"{len(cases)} cases")
-    depth = 4096
-    results = _run_harness("dce", Harness([dce_feed(cfg, depth)]), cfg, cases,
-                           dict(MIXGCN_HARNESS_DEPTH=str(depth)))
-    for r in results:
-        r["fill_drain_cycles"] = r["cycles"] - r["steady_cycles"] - r["weight_load_cycles"]
+    cfg = chip_config.dce
+    cases = dce_cases(cfg) if cases is None else cases
+    golden = GoldenBackend(NumberFormat(cfg.width, cfg.acc_width))
+    rng = np.random.default_rng(0)
+    results = []
+    _log(f"dce: {cfg.rows}x{cfg.cols} MACs, {len(cases)} cases")
+    chip = _chip(chip_config)
+    try:
+        for case in cases:
+            op, n, k, m = case["op"], case["n"], case["k"], case["m"]
+            x = rng.integers(-2000, 2001, size=(n, k))
+            w = rng.integers(-2000, 2001, size={"xw": (k, m), "xwt": (m, k), "xtg": (n, m)}[op])
+            want = golden.gemm(op, x, w, Stage(0))
+            stage = Stage(max(0, want.stats.max_abs.bit_length() - (cfg.width - 1)))
+            got, res = chip.run_gemm(op, x, w, stage)
+            verified = bool(np.array_equal(got.rows, golden.gemm(op, x, w, stage).rows))
+            assert verified, f"{case}: output differs from the golden model"
+            (status,) = [s for s in res.status if s.unit == Unit.GEMM]
+            macs = n * k * m
+            results.append(dict(case, reduction=n if op == "xtg" else k, useful_macs=macs,
+                                cycles=status.cycles, busy_cycles=res.counters["dce_busy_cycles"],
+                                ideal_cycles=-(-macs // (cfg.rows * cfg.cols)),
+                                utilisation=macs / (cfg.rows * cfg.cols * status.cycles),
+                                verified=verified))
+    finally:
+        chip.close()
     long = [r for r in results if r["reduction"] >= 4 * cfg.rows and r["m"] == cfg.cols]
     keys = dict(dce_utilisation=min(r["utilisation"] for r in long), dce_cases=results,
-                dce_preset=preset)
-    rows = [f"DCE ({preset}: {cfg.rows}x{cfg.cols} MACs), Cora-shaped, no backpressure",
-            f"  {'op':<4} {'N':>5} {'K':>5} {'M':>3} {'cycles':>9} {'ideal':>9} "
-            f"{'load':>5} {'fill+drain':>10} {'util':>7}  verified"]
+                dce_array=f"{cfg.rows}x{cfg.cols}")
+    rows = [f"DCE ({cfg.rows}x{cfg.cols} MACs) on the chip, Cora-shaped, no memory stalls",
+            f"  {'op':<4} {'N':>5} {'K':>5} {'M':>3} {'cycles':>9} {'ideal':>9} {'util':>7}  "
+            "verified"]
     for r in results:
         rows.append(f"  {r['op']:<4} {r['n']:>5} {r['k']:>5} {r['m']:>3} {r['cycles']:>9} "
-                    f"{r['ideal_cycles']:>9} {r['weight_load_cycles']:>5} "
-                    f"{r['fill_drain_cycles']:>10} {r['utilisation']:>7.2%}  {r['verified']}")
+                    f"{r['ideal_cycles']:>9} {r['utilisation']:>7.2%}  {r['verified']}")
     rows.append(f"  dce_utilisation (lowest with reduction >= {4 * cfg.rows}, full tile): "
                 f"{keys['dce_utilisation']:.2%}")
     return keys, rows
@@ -114,61 +145,63 @@ def sae_graphs() -> dict:
 
     graphs = {}
     try:
-        graphs["cora"] = load_dataset("cora", default_data_dir())
-    except DatasetError as e:
+        graphs["cora"] = _cora()
+    except NotRun as e:
         _log(f"Cora skipped: {e}")
     graphs["powerlaw"] = load_dataset("synthetic:nodes=8000,degree=16")
     return {name: fixed.quantize(normalized_adjacency(ds.edge_index, ds.num_nodes), 16).mant
             for name, ds in graphs.items()}
 
 
-def bench_sae(preset: str = "default") -> tuple[dict, list[str]]:
+def bench_sae(chip_config=BENCH_CHIP, graphs: dict | None = None,
+              edges=(1, 4)) -> tuple[dict, list[str]]:
     """SAE utilisation = nnz·F / (L·E·cycles) for E = 1 and E = 4, one pass (F = L) and
     four (F = 4L: the next slice loads while the current one is aggregated)."""
-    import dataclasses
-    import tempfile
-
-    from mixgcn.gen.config import SAE_PRESETS
-    from mixgcn.sim.harness import Harness, sae_feed
-
-    base = SAE_PRESETS[preset]
-    graphs = sae_graphs()
+    graphs = sae_graphs() if graphs is None else graphs
+    L = chip_config.lanes
+    rng = np.random.default_rng(0)
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        cases = []
-        for name, s in graphs.items():
-            path = Path(tmp) / f"{name}.npz"
-            np.savez(path, data=s.data, indices=s.indices, indptr=s.indptr,
-                     shape=np.array(s.shape))
-            cases += [dict(name=name, graph=str(path), passes=p) for p in (1, 4)]
-        for edges in (1, 4):
-            cfg = dataclasses.replace(base, edges=edges)
-            beats = max(int(np.maximum(1, -(-np.diff(s.indptr) // edges)).sum())
-                        for s in graphs.values())
-            depth = 1 << (beats - 1).bit_length()
-            _log(f"sae: E={edges}: building the harness ({cfg.lanes} lanes, {depth}-beat CSR "
-                 f"memory) and running {len(cases)} cases")
-            results += _run_harness("sae", Harness([sae_feed(cfg, depth)]), cfg, cases)
-    keys = {}
-    for e in (1, 4):
-        (r,) = [r for r in results
-                if r["edges"] == e and r["graph"] == "powerlaw" and r["passes"] == 4]
-        keys[f"sae_utilisation_e{e}"] = r["utilisation"]
-    keys.update(sae_cases=results, sae_preset=preset)
-    rows = [f"SAE ({preset}: L={base.lanes} lanes), no backpressure",
-            f"  {'graph':<9} {'E':>2} {'F':>4} {'nnz':>7} {'beats/pass':>10} {'cycles':>9} "
-            f"{'ideal':>9} {'util':>7}  verified"]
+    for e in edges:
+        cfg = dataclasses.replace(chip_config, sae=dataclasses.replace(chip_config.sae, edges=e))
+        golden = GoldenBackend(NumberFormat(cfg.sae.width, cfg.sae.acc_width))
+        _log(f"sae: {L} lanes x {e} edge pipelines, {len(graphs)} graphs")
+        chip = _chip(cfg)
+        try:
+            for name, s in graphs.items():
+                for passes in (1, 4):
+                    x = rng.integers(-2000, 2001, size=(s.shape[1], passes * L))
+                    want = golden.spmm(s, x, Stage(0))
+                    stage = Stage(max(0, want.stats.max_abs.bit_length() - (cfg.sae.width - 1)))
+                    got, res = chip.run_spmm(s, x, stage)
+                    verified = bool(np.array_equal(got.rows, golden.spmm(s, x, stage).rows))
+                    assert verified, f"{name}, {passes} passes: output differs from golden"
+                    macs = s.nnz * L * passes
+                    results.append(dict(graph=name, n=s.shape[0], nnz=s.nnz, edges=e, lanes=L,
+                                        passes=passes, features=passes * L, cycles=res.cycles,
+                                        busy_cycles=res.counters["sae_busy_cycles"],
+                                        useful_macs=macs,
+                                        ideal_cycles=-(-s.nnz * passes // e),
+                                        utilisation=macs / (L * e * res.cycles),
+                                        verified=verified))
+        finally:
+            chip.close()
+    keys = dict(sae_cases=results, sae_lanes=L)
+    for e in edges:
+        pick = [r for r in results if r["edges"] == e and r["graph"] == "powerlaw"
+                and r["passes"] == 4]
+        if pick:
+            keys[f"sae_utilisation_e{e}"] = pick[0]["utilisation"]
+    rows = [f"SAE ({L} lanes) on the chip, no memory stalls",
+            f"  {'graph':<9} {'E':>2} {'F':>4} {'nnz':>7} {'cycles':>9} {'ideal':>9} "
+            f"{'util':>7}  verified"]
     for r in results:
         rows.append(f"  {r['graph']:<9} {r['edges']:>2} {r['features']:>4} {r['nnz']:>7} "
-                    f"{r['beats_per_pass']:>10} {r['cycles']:>9} {r['ideal_cycles']:>9} "
-                    f"{r['utilisation']:>7.2%}  {r['verified']}")
-    rows.append(f"  sae_utilisation_e1 / _e4 (power-law, F = 4L): "
-                f"{keys['sae_utilisation_e1']:.2%} / {keys['sae_utilisation_e4']:.2%}")
+                    f"{r['cycles']:>9} {r['ideal_cycles']:>9} {r['utilisation']:>7.2%}  "
+                    f"{r['verified']}")
+    if "sae_utilisation_e1" in keys and "sae_utilisation_e4" in keys:
+        rows.append(f"  sae_utilisation_e1 / _e4 (power-law, F = 4L): "
+                    f"{keys['sae_utilisation_e1']:.2%} / {keys['sae_utilisation_e4']:.2%}")
     return keys, rows
-
-
-# kernel kinds the SAE runs (every other kind runs on the DCE)
-SAE_KINDS = {"spmm", "gemm_xw_sparse", "gemm_xtg_sparse"}
 
 
 def pipeline_report(alone: dict, piped: dict) -> tuple[list[dict], list[dict]]:
@@ -176,35 +209,36 @@ def pipeline_report(alone: dict, piped: dict) -> tuple[list[dict], list[dict]]:
     their ``cycles_per_site`` (the last execution of each site: the same call in both
     runs, as the arithmetic and so the whole run are identical).
 
-    Returns the pairs — ``A+B`` pipelined (one feeds the other through the exchange
-    port), ``A|B`` side by side (independent, one on each engine) — with the cycles of
-    each kernel alone, their sum, the pair's cycles, overlap and ratio to the slower
-    one alone; and the layer stages (``L1.bwd``: the kernels of a layer's forward or
-    backward; SAE alone / DCE alone sum each engine's kernels; a side-by-side pair's
-    cycles count in its first kernel's stage)."""
-    def parts(site):
-        return site.replace("|", "+").split("+")
+    Returns the pairs — pipelined (one feeds the other through the exchange port) or
+    beside (independent, one on each engine) — with the cycles of each kernel alone,
+    their sum, the pair's cycles, overlap and ratio to the slower one alone; and the
+    layer stages (``L1.bwd``: the kernels of a layer's forward or backward; SAE alone
+    / DCE alone sum each engine's kernels; a side-by-side pair's cycles count in its
+    first kernel's stage)."""
+    from mixgcn.host.chip_driver import SAE_KINDS
 
     pairs = []
-    for site, rec in piped.items():
-        if len(parts(site)) == 1:
+    for key, rec in piped.items():
+        if rec["pairing"] == "alone":
             continue
-        a, b = (alone[p]["last_cycles"] for p in parts(site))
+        a, b = (alone[site]["last_cycles"] for site in rec["sites"])
         c = rec["last_cycles"]
-        pairs.append(dict(site=site, kind=rec["kind"], first=a, second=b, sum=a + b,
-                          pipelined=c, overlap=a + b - c, ratio=c / max(a, b)))
+        pairs.append(dict(site=key, kind=rec["kind"], pairing=rec["pairing"], first=a,
+                          second=b, sum=a + b, pipelined=c, overlap=a + b - c,
+                          ratio=c / max(a, b)))
     stages = {}
     for site, rec in alone.items():
         st = stages.setdefault(site.rsplit(".", 1)[0],
                                dict(sae=0, dce=0, pipelined=0, kernels=0))
         st["sae" if rec["kind"] in SAE_KINDS else "dce"] += rec["last_cycles"]
         st["kernels"] += 1
-    # a pair's first execution ran its kernels alone (see RTLBackend.summary): in the
-    # pipelined run, only the pair counts
-    paired = {p for site in piped if len(parts(site)) > 1 for p in parts(site)}
-    for site, rec in piped.items():
-        if site not in paired:  # a batch of two kernels counts in its first one's stage
-            stages[parts(site)[0].rsplit(".", 1)[0]]["pipelined"] += rec["last_cycles"]
+    # a pair's first execution ran its kernels alone (delayed scaling): in the pipelined
+    # run, only the pair counts
+    paired = {site for rec in piped.values() if rec["pairing"] != "alone"
+              for site in rec["sites"]}
+    for rec in piped.values():
+        if rec["pairing"] != "alone" or rec["sites"][0] not in paired:
+            stages[rec["sites"][0].rsplit(".", 1)[0]]["pipelined"] += rec["last_cycles"]
     out = []
     for name, st in stages.items():
         st.update(stage=name, sum=st["sae"] + st["dce"],
@@ -214,40 +248,43 @@ def pipeline_report(alone: dict, piped: dict) -> tuple[list[dict], list[dict]]:
     return pairs, sorted(out, key=lambda st: st["stage"])
 
 
-def bench_rtl() -> tuple[dict, list[str]]:
-    """Training Cora on the simulated chip: cycles and wall time per epoch, the
-    fine-grain pipeline (each kernel alone vs pipelined, per fused pair and per layer
-    stage) and node reordering (none vs rcm)."""
-    from mixgcn.golden.gcn import GCNConfig
-    from mixgcn.sim.rtl_backend import train_rtl
+def _train_rtl(dataset, epochs: int, chip_name: str = "default", **options) -> dict:
+    from mixgcn.host.backends import opened
 
-    try:
-        load_dataset("cora", default_data_dir())
-    except DatasetError as e:
-        _log(f"rtl skipped: {e}")
-        return {}, ["RTL backend: skipped (no Cora)"]
+    chip = CHIP_PRESETS[chip_name]
+    with opened("rtl", chip=chip, chip_name=chip_name, pipeline=options.pop("pipeline", True),
+                on_build=lambda: _log(f"building the {chip_name} chip (once)")) as backend:
+        return train(dataset, GCNConfig(epochs=epochs), precision="fixed16", backend=backend,
+                     **options)
+
+
+def bench_rtl() -> tuple[dict, list[str]]:
+    """Training Cora on the simulated default chip: cycles and wall time per epoch, the
+    fine-grain pipeline (each kernel alone vs pipelined, per pair and per layer stage)
+    and node reordering (none vs rcm)."""
+    cora = _cora()
     epochs = 3
     runs = {}
     for reorder in ("none", "rcm"):
         for pipeline in (False, True):
-            _log(f"rtl: {epochs} Cora epochs on the simulated chip, reorder {reorder}, "
+            _log(f"rtl: {epochs} Cora epochs on the default chip, reorder {reorder}, "
                  f"{'pipelined' if pipeline else 'every kernel alone'}")
-            runs[reorder, pipeline] = train_rtl(dict(
-                dataset="cora", data_dir=str(default_data_dir()), quiet=True,
-                reorder=reorder, pipeline=pipeline,
-                config=dataclasses.asdict(GCNConfig(epochs=epochs))))
+            runs[reorder, pipeline] = _train_rtl(cora, epochs, reorder=reorder,
+                                                 pipeline=pipeline)
     r = runs["none", True]
     cycles = r["epoch_cycles"][-1]
     seconds = r["epoch_seconds_median"]
     keys = dict(cora_epoch_cycles=cycles, rtl_cora_epoch_seconds=seconds,
                 rtl_cycles_per_second=cycles / seconds, rtl_level="chip (descriptors)",
-                # the simulator alone, without the host's work between batches
+                # the simulator alone, without the host's work and the transfers
                 rtl_sim_cycles_per_second=r["cycles"] / r["sim_seconds"],
                 rtl_host_seconds_share=1 - r["sim_seconds"] / r["wall_seconds"])
-    rows = ["RTL backend: Cora on the simulated chip (SAE 16 lanes x 2 pipelines, DCE 16x16)"]
+    rows = ["RTL backend: Cora on the simulated default chip (SAE 16 lanes x 2 pipelines, "
+            "DCE 16x16)"]
     for reorder in ("none", "rcm"):
         alone, piped = runs[reorder, False], runs[reorder, True]
-        assert alone["weights_sha256"] == piped["weights_sha256"]  # same arithmetic
+        if alone["weights_sha256"] != piped["weights_sha256"]:
+            raise RuntimeError("pipelining changed the weights: the arithmetic differs")
         pairs, stages = pipeline_report(alone["cycles_per_site"], piped["cycles_per_site"])
         tag = "" if reorder == "none" else "_rcm"
         keys[f"pipeline_ratio{tag}"] = max(p["ratio"] for p in pairs)
@@ -273,36 +310,79 @@ def bench_rtl() -> tuple[dict, list[str]]:
                         f"{st['dce']:>9,} {st['sum']:>7,} {st['pipelined']:>9,} "
                         f"{st['overlap']:>8,} {st['ratio']:>6.3f}")
     keys["reorder_epoch_cycles_saved"] = 1 - keys["cora_epoch_cycles_rcm"] / cycles
-    rows.append(f"  pipeline_ratio (worst fused pair) {keys['pipeline_ratio']:.3f} "
+    rows.append(f"  pipeline_ratio (worst pair) {keys['pipeline_ratio']:.3f} "
                 f"(rcm {keys['pipeline_ratio_rcm']:.3f}); worst layer stage "
                 f"{keys['layer_ratio_worst']:.3f} (rcm {keys['layer_ratio_worst_rcm']:.3f})")
     rows.append(f"  rcm reordering: {keys['reorder_epoch_cycles_saved']:.1%} fewer cycles "
                 f"per epoch")
     rows.append(f"  simulation: {keys['rtl_cycles_per_second']:,.0f} cycles per wall second "
                 f"of an epoch; the simulator alone {keys['rtl_sim_cycles_per_second']:,.0f} "
-                f"cycles/s; host work (operand layout, memory writes and reads, "
-                f"Adam) {keys['rtl_host_seconds_share']:.0%} of the wall time")
+                f"cycles/s; host work (operand layout, transfers, Adam) "
+                f"{keys['rtl_host_seconds_share']:.0%} of the wall time")
     return keys, rows
 
 
-SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": bench_rtl}
+def bench_presets() -> tuple[dict, list[str]]:
+    """A Cora epoch on every chip preset (a preset that cannot hold Cora says why)."""
+    from mixgcn.host.chip_driver import plan_training
+
+    cora = _cora()
+    keys, rows = {}, ["Cora epoch (2nd of 2, pipelined) per chip preset"]
+    per = {}
+    for name, chip in CHIP_PRESETS.items():
+        try:
+            plan_training(cora, GCNConfig(epochs=2), chip)
+        except ValueError as e:
+            per[name] = dict(status="refused", reason=str(e))
+            rows.append(f"  {name:<8} cannot hold Cora: {e}")
+            continue
+        _log(f"presets: 2 Cora epochs on the {name} chip")
+        r = _train_rtl(cora, 2, chip_name=name)
+        per[name] = dict(epoch_cycles=r["epoch_cycles"][-1], lanes=chip.lanes,
+                         sae_macs=chip.lanes * chip.sae.edges,
+                         dce_macs=chip.dce.rows * chip.dce.cols,
+                         epoch_seconds=r["epoch_seconds_median"])
+        rows.append(f"  {name:<8} {r['epoch_cycles'][-1]:>9,} cycles/epoch  "
+                    f"({chip.lanes} lanes, SAE {chip.lanes}x{chip.sae.edges}, DCE "
+                    f"{chip.dce.rows}x{chip.dce.cols}); {r['epoch_seconds_median']:.2f} s/epoch "
+                    "simulated")
+    keys["cora_epoch_cycles_per_preset"] = per
+    return keys, rows
+
+
+SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": bench_rtl,
+            "presets": bench_presets}
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="mixgcn-bench", description=__doc__)
+    p = argparse.ArgumentParser(prog="mixgcn-bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("bench/results.json"))
     p.add_argument("--only", choices=sorted(SECTIONS), action="append",
-                   help="run only these sections (repeatable)")
+                   help="run only these sections (repeatable); the others are recorded "
+                        "as not run")
     args = p.parse_args(argv)
-    results = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    chosen = args.only or list(SECTIONS)
+    results = dict(sections={})
     table = []
-    for name in args.only or SECTIONS:
+    for name in SECTIONS:
+        if name not in chosen:
+            results["sections"][name] = dict(status="not run", reason="not selected (--only)")
+            continue
         t0 = time.perf_counter()
-        keys, rows = SECTIONS[name]()
+        try:
+            keys, rows = SECTIONS[name]()
+        except NotRun as e:
+            _log(f"{name}: not run: {e}")
+            results["sections"][name] = dict(status="not run", reason=str(e))
+            table += [f"{name}: not run ({e})", ""]
+            continue
+        seconds = time.perf_counter() - t0
         results.update(keys)
-        table += [*rows, f"  ({name}: {time.perf_counter() - t0:.1f} s)", ""]
+        results["sections"][name] = dict(status="measured", seconds=seconds)
+        table += [*rows, f"  ({name}: {seconds:.1f} s)", ""]
     results["machine"] = dict(python=platform.python_version(), cpus=os.cpu_count(),
                               numpy=np.__version__)
+    results["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     text = "\n".join(table)

@@ -3,32 +3,45 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
+from mixgcn import __version__
+from mixgcn.gen.config import CHIP_PRESETS, ConfigError, load_chip
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
 from mixgcn.golden.reorder import ORDERINGS
-from mixgcn.host.backends import BACKENDS
+from mixgcn.host.backends import BACKENDS, opened
+from mixgcn.host.device import DeviceError
 from mixgcn.host.train import PRECISIONS, train
+
+DESCRIPTION = """\
+Train graph convolutional networks on the mixgcn accelerator: on its functional
+model (golden) or on the chip's generated Verilog simulated by Verilator (rtl)."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="mixgcn", description=__doc__)
+    p = argparse.ArgumentParser(prog="mixgcn", description=DESCRIPTION)
+    p.add_argument("--version", action="version", version=f"mixgcn {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train a GCN and report accuracy (and cycles)")
+    t = sub.add_parser("train", help="train a GCN and report accuracy (and cycles)",
+                       description="Train a GCN; progress on stderr, a summary on stdout.")
     t.add_argument("--dataset", default="synthetic",
                    help="cora | citeseer | pubmed | synthetic[:nodes=N,degree=D,features=F,"
                         "classes=C,homophily=H,seed=S] | PATH.npz (default: synthetic)")
-    t.add_argument("--data-dir", default=None,
-                   help="Planetoid folder (default: $MIXGCN_DATA, then ./data/planetoid)")
-    t.add_argument("--backend", default="golden", choices=[*sorted(BACKENDS), "rtl"],
-                   help="golden: the numpy model; rtl: every SpMM/GEMM on the simulated "
-                        "engines (Verilator; fixed16 only)")
+    t.add_argument("--data-dir", type=Path, default=None,
+                   help=f"Planetoid folder (default: $MIXGCN_DATA, else {default_data_dir()})")
+    t.add_argument("--backend", default="golden", choices=sorted(BACKENDS),
+                   help="golden: the numpy functional model; rtl: every SpMM and GEMM on "
+                        "the simulated chip (Verilator; fixed16 only)")
     t.add_argument("--precision", default=None, choices=PRECISIONS,
                    help="default: float32 on golden, fixed16 on rtl")
+    t.add_argument("--chip", default=None, metavar="{" + ",".join(CHIP_PRESETS) + ",FILE.json}",
+                   help="rtl: the chip to simulate, a preset or the chip.json 'make verilog' "
+                        "writes (default: default)")
     d = GCNConfig()
     t.add_argument("--layers", type=int, default=d.layers)
     t.add_argument("--hidden", type=int, default=d.hidden)
@@ -42,41 +55,49 @@ def _parser() -> argparse.ArgumentParser:
                    help="renumber the nodes first: rcm = reverse Cuthill-McKee, so an "
                         "SpMM can trail its input rows closely (default: none)")
     t.add_argument("--chips", type=int, default=1,
-                   help="rtl: simulated chips (only 1 so far: multi-chip Mixture of "
+                   help="simulated chips (only 1 so far: multi-chip Mixture of "
                         "Parallelism is not built yet)")
     t.add_argument("--no-pipeline", action="store_true",
                    help="rtl: run every kernel alone instead of pipelining an SpMM with "
                         "the GEMM it feeds or is fed by (to measure the pipeline's gain)")
     t.add_argument("--json", type=Path, default=None, help="write the metrics to this file")
     t.add_argument("--quiet", action="store_true", help="no per-epoch progress")
+    t.add_argument("--verbose", action="store_true",
+                   help="rtl: show the simulator's and the build's own output")
     return p
 
 
-def progress_printer(epochs: int, backend=None):
+def progress_printer(epochs: int):
     """A progress callback printing about ten lines per run (every epoch on short runs),
-    with the simulated cycles so far when ``backend`` counts them."""
+    with the device's cycles so far when it counts them."""
     every = max(1, epochs // 10) if epochs > 20 else 1
 
     def report(s: dict) -> None:
         if s["epoch"] % every == 0 or s["epoch"] == s["epochs"]:
-            cycles = ""
-            if backend is not None and hasattr(backend, "summary"):
-                cycles = f"  {backend.summary()['cycles']:,} cycles"
+            cycles = f"  {s['cycles']:,} cycles" if s.get("cycles") is not None else ""
             print(f"  epoch {s['epoch']:>5}/{s['epochs']}  loss {s['loss']:.4f}  "
-                  f"train acc {s['train_accuracy']:.3f}  ({s['seconds'] * 1e3:.1f} ms){cycles}",
-                  file=sys.stderr, flush=True)
+                  f"train acc {s['train_accuracy']:.3f}  ({s['seconds'] * 1e3:.1f} ms)"
+                  f"{cycles}", file=sys.stderr, flush=True)
     return report
 
 
-def rtl_arguments(args, config: GCNConfig) -> dict:
-    """What the simulator process needs to train: paths made absolute, since it runs in
-    its build folder."""
-    dataset = args.dataset
-    if dataset.endswith(".npz"):
-        dataset = str(Path(dataset).resolve())
-    data_dir = str(Path(args.data_dir if args.data_dir else default_data_dir()).resolve())
-    return dict(dataset=dataset, data_dir=data_dir, config=dataclasses.asdict(config),
-                quiet=args.quiet, reorder=args.reorder, pipeline=not args.no_pipeline)
+def _check_writable(path: Path) -> None:
+    """Refuse, before any work, a report file that could not be written."""
+    if path.is_dir():
+        raise SystemExit(f"mixgcn: --json {path} is a directory")
+    parent = path.parent
+    while not parent.exists():  # the folders that do not exist yet are made at the end
+        parent = parent.parent
+    if not parent.is_dir():
+        raise SystemExit(f"mixgcn: --json {path} cannot be written ({parent} is not a folder)")
+    target = path if path.exists() else parent
+    if not os.access(target, os.W_OK):
+        raise SystemExit(f"mixgcn: --json {path} cannot be written "
+                         f"({target} is not writable)")
+
+
+def _fail(message: str) -> SystemExit:
+    return SystemExit(f"mixgcn: {message}")
 
 
 def cmd_train(args) -> int:
@@ -85,37 +106,58 @@ def cmd_train(args) -> int:
                            lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
                            seed=args.seed)
     except ValueError as e:
-        raise SystemExit(f"mixgcn: bad hyperparameter: {e}") from None
-    try:
-        dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
-    except DatasetError as e:
-        raise SystemExit(f"mixgcn: {e}") from None
+        raise _fail(f"bad hyperparameter: {e}") from None
+    if args.json is not None:
+        _check_writable(args.json)
+    rtl = args.backend == "rtl"
+    for flag, given in (("--no-pipeline", args.no_pipeline), ("--chip", args.chip)):
+        if given and not rtl:
+            raise _fail(f"{flag} applies to --backend rtl only")
     if args.chips != 1:
-        raise SystemExit(f"mixgcn: --chips {args.chips}: only one chip is supported so far "
-                         "(multi-chip Mixture of Parallelism is not implemented yet)")
-    if args.no_pipeline and args.backend != "rtl":
-        raise SystemExit("mixgcn: --no-pipeline applies to --backend rtl only")
-    precision = args.precision or ("fixed16" if args.backend == "rtl" else "float32")
-    if args.backend == "rtl" and precision != "fixed16":
-        raise SystemExit(f"mixgcn: the rtl backend computes in fixed point: "
-                         f"--precision {precision} is not available (use fixed16)")
-    print(f"mixgcn: {dataset.summary()}", file=sys.stderr)
-    print(f"mixgcn: training {config.layers}-layer GCN, hidden {config.hidden}, "
-          f"{precision} on {args.backend}, {config.epochs} epochs, seed {config.seed}"
-          + (f", nodes reordered ({args.reorder})" if args.reorder != "none" else ""),
-          file=sys.stderr)
-    if args.backend == "rtl":
-        from mixgcn.sim.rtl_backend import check_fits, train_rtl
+        raise _fail(f"--chips {args.chips}: only one chip is supported so far "
+                    "(multi-chip Mixture of Parallelism is not implemented yet)")
+    precision = args.precision or ("fixed16" if rtl else "float32")
+    if rtl and precision != "fixed16":
+        raise _fail(f"the rtl backend computes in fixed point: --precision {precision} is "
+                    "not available (use fixed16)")
+    try:
+        chip_name, chip = load_chip(args.chip or "default")
+        dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
+    except (ConfigError, DatasetError) as e:
+        raise _fail(str(e)) from None
+    log = (lambda msg: None) if args.quiet else (
+        lambda msg: print(f"mixgcn: {msg}", file=sys.stderr, flush=True))
+    log(dataset.summary())
+    options = {}
+    if rtl:
+        from mixgcn.host.chip_driver import plan_training
 
-        try:
-            check_fits(dataset)
-            result = train_rtl(rtl_arguments(args, config))
+        try:  # every limit of the chip, before anything is built
+            plan_training(dataset, config, chip, args.reorder)
         except ValueError as e:
-            raise SystemExit(f"mixgcn: {e}") from None
-    else:
-        result = train(dataset, config, precision=precision, backend=args.backend,
-                       progress=None if args.quiet else progress_printer(config.epochs),
-                       reorder=args.reorder)
+            raise _fail(f"the chip '{chip_name}' cannot train {dataset.name}: {e}") from None
+        options = dict(chip=chip, chip_name=chip_name, pipeline=not args.no_pipeline,
+                       verbose=args.verbose,
+                       on_build=lambda: log(f"building the simulated chip '{chip_name}' "
+                                            "(once; later runs reuse it)"))
+    log(f"training {config.layers}-layer GCN, hidden {config.hidden}, {precision} on "
+        f"{args.backend}{f' (chip {chip_name})' if rtl else ''}, {config.epochs} epochs, "
+        f"seed {config.seed}"
+        + (f", nodes reordered ({args.reorder})" if args.reorder != "none" else ""))
+    t0 = time.perf_counter()
+    try:
+        with opened(args.backend, **options) as backend:
+            if rtl:
+                log(f"simulated chip ready ({time.perf_counter() - t0:.1f} s)")
+            result = train(dataset, config, precision=precision, backend=backend,
+                           progress=None if args.quiet else progress_printer(config.epochs),
+                           reorder=args.reorder)
+    except (ValueError, DeviceError, RuntimeError) as e:
+        raise _fail(str(e)) from None
+    except KeyboardInterrupt:
+        raise _fail("interrupted; the simulated chip was stopped") from None
+    if rtl:
+        result["chip"] = chip_name
     print(f"accuracy: train {result['train_accuracy']:.4f}  val {result['val_accuracy']:.4f}  "
           f"test {result['test_accuracy']:.4f}")
     print(f"wall time: {result['wall_seconds']:.2f} s "
@@ -126,8 +168,11 @@ def cmd_train(args) -> int:
               f"DCE busy {result['dce_busy_cycles']:,}; {per_op})")
     print(f"weights sha256: {result['weights_sha256']}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        try:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        except OSError as e:
+            raise _fail(f"could not write {args.json}: {e.strerror or e}") from None
         print(f"metrics written to {args.json}")
     return 0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from mixgcn.golden.backend import Backend, PairResult, Stage
 from mixgcn.golden.fixed import Fixed, dequantize, product_bound, quantize
 
 __all__ = ["FixedOps"]
@@ -37,9 +38,12 @@ def _gemm_bound_bits(form: str, x: Fixed, w: Fixed) -> int:
 
 
 class FixedOps:
-    """The ops interface of :class:`mixgcn.golden.gcn.GCN` in block floating point."""
+    """The ops interface of :class:`mixgcn.golden.gcn.GCN` in block floating point, on
+    any :class:`~mixgcn.golden.backend.Backend`."""
 
-    def __init__(self, backend, headroom: int = 1):
+    def __init__(self, backend: Backend, headroom: int = 1):
+        if not isinstance(backend, Backend):
+            raise TypeError(f"expected a Backend, got {backend!r}")
         self.backend = backend
         self.width = backend.fmt.width
         self.headroom = headroom
@@ -62,88 +66,73 @@ class FixedOps:
 
     # kernels
     def spmm(self, site: str, adj: Fixed, h: Fixed, relu=False, mask=None) -> Fixed:
-        return self._run(
-            site, adj.exp + h.exp, lambda: _bound_bits(adj.mant, h.mant),
-            lambda shift: self.backend.spmm(adj.mant, h.mant, shift, relu=relu, mask=mask,
-                                            site=site))
+        exp = adj.exp + h.exp
+        stage = Stage(self._shift(site, exp, lambda: _bound_bits(adj.mant, h.mant)), relu, mask)
+        return self._result(site, exp, stage,
+                            self.backend.spmm(adj.mant, h.mant, stage, site=site))
 
     def gemm(self, site: str, form: str, x: Fixed, w: Fixed, relu=False, mask=None) -> Fixed:
-        return self._run(
-            site, x.exp + w.exp, lambda: _gemm_bound_bits(form, x, w),
-            lambda shift: self.backend.gemm(form, x.mant, w.mant, shift, relu=relu, mask=mask,
-                                            site=site))
+        exp = x.exp + w.exp
+        stage = Stage(self._shift(site, exp, lambda: _gemm_bound_bits(form, x, w)), relu, mask)
+        return self._result(site, exp, stage,
+                            self.backend.gemm(form, x.mant, w.mant, stage, site=site))
 
     def spmm_gemm(self, site: str, adj: Fixed, h: Fixed, gemm_site: str, form: str,
                   w: Fixed, relu=False, mask=None) -> tuple[Fixed, Fixed]:
-        """An SpMM feeding a GEMM. The backend runs them as one pipelined pass once both
-        shifts are known before the SpMM starts, i.e. once the GEMM's site has been
-        seen (delayed scaling); its first execution needs the SpMM's output for its
-        bound, so it runs the two kernels one after the other. Same results either way."""
-        fused = getattr(self.backend, "spmm_gemm", None)
-        if fused is None or gemm_site not in self.magnitude:
+        """An SpMM feeding a GEMM. The backend runs them as one pair once both shifts are
+        known before the SpMM starts, i.e. once the GEMM's site has been seen (delayed
+        scaling); its first execution needs the SpMM's output for its bound, so it runs
+        the two kernels one after the other. Same results either way."""
+        if gemm_site not in self.magnitude:
             a = self.spmm(site, adj, h)
             return a, self.gemm(gemm_site, form, a, w, relu=relu, mask=mask)
         exp1 = adj.exp + h.exp
-        shift1 = self._shift(site, exp1, lambda: _bound_bits(adj.mant, h.mant))
-        exp2 = exp1 + shift1 + w.exp
-        shift2 = self._shift(gemm_site, exp2, None)
-        return self._pair(
-            site, exp1, shift1, gemm_site, exp2, shift2,
-            fused(adj.mant, h.mant, shift1, form, w.mant, shift2, relu=relu, mask=mask,
-                  site=f"{site}+{gemm_site}"))
+        first = Stage(self._shift(site, exp1, lambda: _bound_bits(adj.mant, h.mant)))
+        exp2 = exp1 + first.shift + w.exp
+        second = Stage(self._shift(gemm_site, exp2, None), relu, mask)
+        pair = self.backend.spmm_gemm(adj.mant, h.mant, form, w.mant, (first, second),
+                                      sites=(site, gemm_site))
+        return self._pair((site, gemm_site), (exp1, exp2), (first, second), pair)
 
     def gemm_spmm(self, site: str, form: str, x: Fixed, w: Fixed, spmm_site: str,
                   adj: Fixed, relu=False, mask=None) -> tuple[Fixed, Fixed]:
-        """A GEMM whose rows feed an SpMM: pipelined on the backend once the SpMM's
-        shift is known in advance (its site seen before), as :meth:`spmm_gemm`."""
-        fused = getattr(self.backend, "gemm_spmm", None)
-        if fused is None or spmm_site not in self.magnitude:
+        """A GEMM whose rows feed an SpMM: one pair once the SpMM's shift is known in
+        advance (its site seen before), as :meth:`spmm_gemm`."""
+        if spmm_site not in self.magnitude:
             t = self.gemm(site, form, x, w)
             return t, self.spmm(spmm_site, adj, t, relu=relu, mask=mask)
         exp1 = x.exp + w.exp
-        shift1 = self._shift(site, exp1, lambda: _gemm_bound_bits(form, x, w))
-        exp2 = adj.exp + exp1 + shift1
-        shift2 = self._shift(spmm_site, exp2, None)
-        return self._pair(
-            site, exp1, shift1, spmm_site, exp2, shift2,
-            fused(form, x.mant, w.mant, shift1, adj.mant, shift2, relu=relu, mask=mask,
-                  site=f"{site}+{spmm_site}"))
+        first = Stage(self._shift(site, exp1, lambda: _gemm_bound_bits(form, x, w)))
+        exp2 = adj.exp + exp1 + first.shift
+        second = Stage(self._shift(spmm_site, exp2, None), relu, mask)
+        pair = self.backend.gemm_spmm(form, x.mant, w.mant, adj.mant, (first, second),
+                                      sites=(site, spmm_site))
+        return self._pair((site, spmm_site), (exp1, exp2), (first, second), pair)
 
     def spmm_and_gemm(self, site: str, adj: Fixed, h: Fixed, gemm_site: str, form: str,
                       x: Fixed, w: Fixed) -> tuple[Fixed, Fixed]:
-        """Two independent kernels; both shifts are known up front, so a backend that
-        can runs them at once (``spmm_and_gemm``)."""
-        both = getattr(self.backend, "spmm_and_gemm", None)
-        if both is None:
-            return self.spmm(site, adj, h), self.gemm(gemm_site, form, x, w)
+        """Two independent kernels; both shifts are known up front, so the backend may
+        run them at once."""
         exp1, exp2 = adj.exp + h.exp, x.exp + w.exp
-        shift1 = self._shift(site, exp1, lambda: _bound_bits(adj.mant, h.mant))
-        shift2 = self._shift(gemm_site, exp2, lambda: _gemm_bound_bits(form, x, w))
-        return self._pair(
-            site, exp1, shift1, gemm_site, exp2, shift2,
-            both(adj.mant, h.mant, shift1, form, x.mant, w.mant, shift2,
-                 site=f"{site}|{gemm_site}"))
+        first = Stage(self._shift(site, exp1, lambda: _bound_bits(adj.mant, h.mant)))
+        second = Stage(self._shift(gemm_site, exp2, lambda: _gemm_bound_bits(form, x, w)))
+        pair = self.backend.spmm_and_gemm(adj.mant, h.mant, form, x.mant, w.mant,
+                                          (first, second), sites=(site, gemm_site))
+        return self._pair((site, gemm_site), (exp1, exp2), (first, second), pair)
 
-    def _pair(self, site1, exp1, shift1, site2, exp2, shift2, outcome) -> tuple[Fixed, Fixed]:
-        """Two kernels' results, ``outcome`` = (rows, stats, rows, stats), as tensors."""
-        y1, st1, y2, st2 = outcome
-        self._observe(site1, exp1, st1)
-        self._observe(site2, exp2, st2)
-        return (Fixed(np.asarray(y1, dtype=np.int64), exp1 + shift1, self.width),
-                Fixed(np.asarray(y2, dtype=np.int64), exp2 + shift2, self.width))
+    def _pair(self, sites, exps, stages, pair: PairResult) -> tuple[Fixed, Fixed]:
+        return (self._result(sites[0], exps[0], stages[0], pair.first),
+                self._result(sites[1], exps[1], stages[1], pair.second))
 
     def _shift(self, site: str, acc_exp: int, bound) -> int:
         bits = self.magnitude[site] - acc_exp if site in self.magnitude else bound()
         return max(0, bits - (self.width - 1))
 
-    def _observe(self, site: str, acc_exp: int, stats) -> None:
-        if stats.max_abs:
-            self.magnitude[site] = stats.max_abs.bit_length() + acc_exp + self.headroom
-        self.saturated += stats.saturated
+    def _result(self, site: str, acc_exp: int, stage: Stage, result) -> Fixed:
+        """Record what the output stage saw (the next execution's shift) and wrap the
+        output as a tensor at the accumulator's exponent plus the shift."""
+        if result.stats.max_abs:
+            self.magnitude[site] = result.stats.max_abs.bit_length() + acc_exp + self.headroom
+        self.saturated += result.stats.saturated
         self.operations += 1
-
-    def _run(self, site: str, acc_exp: int, bound, execute) -> Fixed:
-        shift = self._shift(site, acc_exp, bound)
-        mant, stats = execute(shift)
-        self._observe(site, acc_exp, stats)
-        return Fixed(np.asarray(mant, dtype=np.int64), acc_exp + shift, self.width)
+        return Fixed(np.asarray(result.rows, dtype=np.int64), acc_exp + stage.shift, self.width)

@@ -11,12 +11,12 @@ from collections.abc import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from mixgcn.golden.backend import Backend, GoldenBackend
 from mixgcn.golden.datasets import Dataset
 from mixgcn.golden.gcn import GCN, Adam, FloatOps, GCNConfig, accuracy, softmax_cross_entropy
 from mixgcn.golden.graph import normalized_adjacency
 from mixgcn.golden.reorder import bandwidth, node_order
 from mixgcn.golden.reorder import reorder as reordered
-from mixgcn.host.backends import BACKENDS, NumberFormat
 from mixgcn.host.precision import FixedOps
 
 __all__ = ["PRECISIONS", "normalize_features", "train"]
@@ -31,28 +31,26 @@ def normalize_features(x: sp.csr_array) -> sp.csr_array:
     return sp.csr_array(sp.diags_array(inv) @ x, dtype=np.float32)
 
 
-def make_ops(precision: str, backend="golden"):
-    """The arithmetic of a run: float kernels, or fixed-point kernels on ``backend`` (a
-    name from :data:`BACKENDS`, or a backend object such as the RTL's)."""
+def make_ops(precision: str, backend: Backend | None = None):
+    """The arithmetic of a run: float kernels, or fixed-point kernels on ``backend``
+    (default: the golden functional model)."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}: expected one of {PRECISIONS}")
-    name = backend if isinstance(backend, str) else backend.name
-    if isinstance(backend, str) and backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}: expected one of {sorted(BACKENDS)}")
+    if backend is not None and not isinstance(backend, Backend):
+        raise TypeError(f"expected a Backend, got {backend!r}")
     if precision.startswith("float"):
-        if name != "golden":
-            raise ValueError(f"backend {name!r} computes in fixed point: use --precision fixed16")
+        if backend is not None and backend.name != "golden":
+            raise ValueError(f"backend {backend.name!r} computes in fixed point: "
+                             "use --precision fixed16")
         return FloatOps(np.dtype(precision))
-    if isinstance(backend, str):
-        backend = BACKENDS[backend](NumberFormat(width=16))
-    return FixedOps(backend)
+    return FixedOps(backend if backend is not None else GoldenBackend())
 
 
 def train(
     dataset: Dataset,
     config: GCNConfig = GCNConfig(),
     precision: str = "float32",
-    backend="golden",
+    backend: Backend | None = None,
     progress: Callable[[dict], None] | None = None,
     reorder: str = "none",
 ) -> dict:
@@ -61,7 +59,10 @@ def train(
     Full-batch: every epoch is one forward and one backward over the whole graph.
     The random stream (initialisation, then dropout masks) depends only on the seed and
     the shapes, so every precision and backend sees the same masks. Accuracies come
-    from a final forward pass without dropout. ``progress`` gets a dict per epoch.
+    from a final forward pass without dropout. ``progress`` gets a dict per epoch
+    (``epoch``, ``epochs``, ``loss``, ``train_accuracy``, ``seconds``, and ``cycles``,
+    the device's cycles so far, when it counts them). ``backend`` (fixed point only;
+    default golden) stays open: its owner closes it.
     ``reorder`` renumbers the nodes first (:mod:`mixgcn.golden.reorder`): the same
     model on the same graph, rows in another order (which changes the dropout masks'
     assignment to nodes, so the weights differ from an unreordered run).
@@ -78,8 +79,12 @@ def train(
     decay = [config.weight_decay] + [0.0] * (config.layers - 1)
     labels, train_mask = dataset.labels, dataset.train_mask
 
-    epoch_seconds = []
+    def device_cycles():
+        return ops.backend.report().cycles if isinstance(ops, FixedOps) else None
+
+    epoch_seconds, epoch_cycles = [], []
     for epoch in range(config.epochs):
+        cycles_before = device_cycles()
         te = time.perf_counter()
         logits, cache = model.forward(ops, adj, x, rng)
         logits = np.asarray(logits, dtype=master)
@@ -87,10 +92,13 @@ def train(
         grads = model.backward(ops, adj, cache, grad)
         opt.step(model.weights, grads, decay)
         epoch_seconds.append(time.perf_counter() - te)
+        cycles = device_cycles()
+        if cycles is not None:
+            epoch_cycles.append(cycles - cycles_before)
         if progress is not None:
             progress(dict(epoch=epoch + 1, epochs=config.epochs, loss=loss,
                           train_accuracy=accuracy(logits, labels, train_mask),
-                          seconds=epoch_seconds[-1]))
+                          seconds=epoch_seconds[-1], cycles=cycles))
 
     logits, _ = model.forward(ops, adj, x, None)
     logits = np.asarray(logits, dtype=master)
@@ -100,7 +108,7 @@ def train(
         edges=dataset.num_edges,
         features=dataset.num_features,
         classes=dataset.num_classes,
-        backend=backend if isinstance(backend, str) else backend.name,
+        backend=ops.backend.name if isinstance(ops, FixedOps) else "golden",
         precision=precision,
         epochs=config.epochs,
         seed=config.seed,
@@ -119,4 +127,7 @@ def train(
     if isinstance(ops, FixedOps):
         result["fixed_saturated"] = ops.saturated
         result["fixed_operations"] = ops.operations
+        result.update(ops.backend.report().to_json())
+        if epoch_cycles:
+            result["epoch_cycles"] = epoch_cycles
     return result

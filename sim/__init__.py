@@ -1,1 +1,2 @@
-"""Simulation backends, memory models and simulator toolchain helpers."""
+"""Simulation: building generated Verilog into simulators (:mod:`.build`), the simulated
+chip ``--backend rtl`` runs (:mod:`.chip`), and the testbenches (:mod:`.verify`)."""

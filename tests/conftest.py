@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,8 +10,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def planetoid_dir() -> Path:
-    env = os.environ.get("MIXGCN_DATA")
-    return Path(env) if env else ROOT.parent / "shared" / "data" / "planetoid"
+    from mixgcn.golden.datasets import default_data_dir
+
+    return default_data_dir()
 
 
 @pytest.fixture(scope="session")

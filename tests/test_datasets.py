@@ -23,7 +23,7 @@ from mixgcn.golden.datasets import (
 
 
 def test_cora_counts(cora):
-    """The counts of ../shared/data/README.md."""
+    """The counts the Planetoid Cora files are known to hold (2708 nodes, 5278 edges, ...)."""
     assert cora.num_nodes == 2708
     assert cora.num_features == 1433
     assert cora.features.nnz == 49216

@@ -7,7 +7,7 @@ import pytest
 
 from mixgcn.gen.config import DCE_PRESETS, ConfigError, DCEConfig
 from mixgcn.gen.verilog import LINT_WAIVERS, dce_verilog, lint
-from mixgcn.sim.runner import config_env, run_cocotb
+from mixgcn.sim.build import config_env, run_cocotb
 from mixgcn.sim.toolchain import available_simulators
 
 # Output FIFO depths 1, 3 (not a power of two), 4 (a power of two) and 5 (one above),
@@ -27,7 +27,7 @@ def test_dce_cocotb(name, simulator):
     cfg = SIM_CONFIGS[name]
     env = config_env("MIXGCN_DCE_CONFIG", cfg)
     env["MIXGCN_SEED"] = str(sorted(SIM_CONFIGS).index(name) + 1)
-    run_cocotb(dce_verilog(cfg), "dce", "mixgcn.sim.tb_dce", simulator=simulator,
+    run_cocotb(dce_verilog(cfg), "dce", "mixgcn.sim.verify.tb_dce", simulator=simulator,
                extra_env=env)
 
 

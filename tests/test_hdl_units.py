@@ -11,7 +11,7 @@ from mixgcn.golden import fixed
 from mixgcn.hdl.dce import DenseCombinationEngine
 from mixgcn.hdl.mac import MACCell
 from mixgcn.hdl.output_stage import OutputStage
-from mixgcn.sim.dce_model import make_job
+from mixgcn.sim.verify.dce_model import make_job
 
 
 def _run(dut, *testbenches, deadline=None):

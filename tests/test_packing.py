@@ -7,8 +7,16 @@ import scipy.sparse as sp
 from mixgcn.gen.config import DCE_PRESETS, SAE_PRESETS
 from mixgcn.hdl.dce import DCELayouts
 from mixgcn.hdl.sae import SAELayouts
-from mixgcn.sim.packing import csr_beat_arrays, pack, unpack_signed
-from mixgcn.sim.sae_model import csr_beats
+from mixgcn.host.packing import (
+    csr_beat_arrays,
+    csr_beat_count,
+    from_ints,
+    pack,
+    to_ints,
+    unpack_signed,
+    word_bytes,
+)
+from mixgcn.sim.verify.sae_model import csr_beats
 
 
 def test_array_layout_matches_const():
@@ -16,7 +24,7 @@ def test_array_layout_matches_const():
     rng = np.random.default_rng(0)
     v = rng.integers(-32768, 32768, size=(50, lay.length))
     v[0] = -32768
-    assert pack(lay, v) == [lay.const(r).as_bits() for r in v.tolist()]
+    assert to_ints(pack(lay, v)) == [lay.const(r).as_bits() for r in v.tolist()]
 
 
 def _decode(beats, rows):
@@ -53,7 +61,8 @@ def test_csr_beats_spell_out_the_matrix(edges):
     assert len(beats) <= s.nnz // edges + 60
     if lay is not None:
         arrays = csr_beat_arrays(s, edges)
-        assert pack(lay, arrays) == [lay.const(b).as_bits() for b in beats]
+        assert to_ints(pack(lay, arrays)) == [lay.const(b).as_bits() for b in beats]
+    assert csr_beat_count(s, edges) == len(beats)
 
 
 def test_unpack_inverts_pack():
@@ -62,4 +71,6 @@ def test_unpack_inverts_pack():
     rows = rng.integers(-32768, 32768, size=(20, lay["data"].shape.length))
     rows[0] = [-32768, 32767, 0]
     words = [lay.const({"data": r, "last": i % 2}).as_bits() for i, r in enumerate(rows.tolist())]
-    assert np.array_equal(unpack_signed(words, 16, rows.shape[1]), rows)
+    packed = from_ints(words, word_bytes(lay.size) + 2)  # wider words: the padding is 0
+    assert np.array_equal(unpack_signed(packed, 16, rows.shape[1]), rows)
+    assert to_ints(packed) == words

@@ -1,12 +1,15 @@
-"""Training on the simulated chip gives exactly the golden fixed-point weights; the
-cycle counts come from the chip's counters."""
+"""Training on a simulated chip gives exactly the golden fixed-point weights, on any chip
+configuration; the cycle counts come from the chip's counters; a graph a chip cannot
+hold is refused, naming the limit, before anything is built."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
+from mixgcn.gen.config import CHIP_PRESETS
 from mixgcn.host.cli import main
 
 
@@ -16,14 +19,29 @@ def _run(tmp_path, name, *args):
     return json.loads(out.read_text())
 
 
+def _golden(tmp_path, *args):
+    return _run(tmp_path, "golden", "--backend", "golden", "--precision", "fixed16", *args)
+
+
 @pytest.mark.sim
-def test_rtl_matches_golden_fixed16_on_synthetic(tmp_path):
-    args = ["--dataset", "synthetic:nodes=200", "--epochs", "2", "--seed", "3"]
+def test_tiny_chip_matches_golden_on_synthetic(tmp_path):
+    args = ["--dataset", "synthetic", "--epochs", "2", "--seed", "0"]
+    rtl = _run(tmp_path, "rtl", "--backend", "rtl", "--chip", "tiny", *args)
+    assert rtl["weights_sha256"] == _golden(tmp_path, *args)["weights_sha256"]
+    assert rtl["chip"] == "tiny" and rtl["chip_config"] == CHIP_PRESETS["tiny"].to_dict()
+    # 16 hidden features do not fit 4 lanes: no layer pipelines its SpMM and GEMM
+    assert {s["pairing"] for s in rtl["cycles_per_site"].values()} == {"alone", "beside"}
+
+
+@pytest.mark.sim
+def test_default_chip_matches_golden_and_counts_cycles(tmp_path):
+    args = ["--dataset", "synthetic", "--epochs", "2", "--seed", "0"]
     rtl = _run(tmp_path, "rtl", "--backend", "rtl", *args)
-    gold = _run(tmp_path, "golden", "--backend", "golden", "--precision", "fixed16", *args)
+    gold = _golden(tmp_path, *args)
     assert rtl["weights_sha256"] == gold["weights_sha256"]
     assert rtl["test_accuracy"] == gold["test_accuracy"]
     assert rtl["backend"] == "rtl" and rtl["precision"] == "fixed16"
+    assert rtl["chip"] == "default"
     # every kernel kind ran on the chip and was counted; from the second epoch on the
     # layer's SpMM and GEMM run as pipelined pairs; layer 1's weight gradient always runs
     # beside layer 0's aggregation
@@ -32,69 +50,94 @@ def test_rtl_matches_golden_fixed16_on_synthetic(tmp_path):
                                          "spmm|gemm_xtg"}
     assert rtl["cycles"] == sum(rtl["cycles_per_op"].values()) > 0
     assert rtl["cycles"] == sum(s["cycles"] for s in rtl["cycles_per_site"].values())
+    pairs = {s["pairing"]: s["sites"] for s in rtl["cycles_per_site"].values()}
+    assert pairs["beside"] == ["L0.bwd.agg", "L1.bwd.wgrad"]
     assert 0 < rtl["sae_busy_cycles"] <= rtl["cycles"]
     assert 0 < rtl["dce_busy_cycles"] <= rtl["cycles"]
     assert len(rtl["epoch_cycles"]) == 2 and sum(rtl["epoch_cycles"]) < rtl["cycles"]
+    assert rtl["memory_words_written"] > 0 and rtl["memory_words_read"] > 0
 
     # the same run with every kernel alone: the same bits, more cycles
     alone = _run(tmp_path, "alone", "--backend", "rtl", "--no-pipeline", *args)
     assert alone["weights_sha256"] == gold["weights_sha256"]
-    assert not any("+" in kind or "|" in kind for kind in alone["cycles_per_op"])
+    assert {s["pairing"] for s in alone["cycles_per_site"].values()} == {"alone"}
     assert "gemm_xtg" in alone["cycles_per_op"]
     assert alone["epoch_cycles"][0] > rtl["epoch_cycles"][0]  # the side-by-side pair
     assert alone["epoch_cycles"][1] > rtl["epoch_cycles"][1]
 
 
 @pytest.mark.sim
-def test_rtl_matches_golden_fixed16_on_synthetic_default_and_reordered(tmp_path):
-    for extra in ([], ["--reorder", "rcm"]):
-        args = ["--dataset", "synthetic", "--epochs", "2", "--seed", "0", *extra]
-        rtl = _run(tmp_path, "rtl", "--backend", "rtl", *args)
-        gold = _run(tmp_path, "golden", "--backend", "golden", "--precision", "fixed16", *args)
-        assert rtl["weights_sha256"] == gold["weights_sha256"], extra
-        assert rtl["reorder"] == (extra[-1] if extra else "none")
+def test_tiny_chip_matches_golden_reordered_with_three_layers(tmp_path):
+    args = ["--dataset", "synthetic:nodes=300", "--epochs", "2", "--seed", "3",
+            "--reorder", "rcm", "--layers", "3", "--hidden", "20"]
+    rtl = _run(tmp_path, "rtl", "--backend", "rtl", "--chip", "tiny", *args)
+    assert rtl["weights_sha256"] == _golden(tmp_path, *args)["weights_sha256"]
+    assert rtl["reorder"] == "rcm"
 
 
 @pytest.mark.sim
-def test_rtl_matches_golden_fixed16_on_cora(tmp_path, cora_dir):
+def test_sparse_features_aggregated_first(tmp_path):
+    # 14 features < 16 hidden: layer 0 aggregates the sparse features first (Â·X, X
+    # sparse in the sparse engine's buffer), then its weight gradient is (Â·X)ᵀ·G
+    args = ["--dataset", "synthetic:nodes=200,features=14", "--epochs", "2", "--seed", "1"]
+    rtl = _run(tmp_path, "rtl", "--backend", "rtl", "--chip", "tiny", *args)
+    assert rtl["weights_sha256"] == _golden(tmp_path, *args)["weights_sha256"]
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("chip", ["default", "ecp5"])
+def test_cora_matches_golden(tmp_path, cora_dir, chip):
     args = ["--dataset", "cora", "--data-dir", str(cora_dir), "--epochs", "2", "--seed", "0"]
-    rtl = _run(tmp_path, "rtl", "--backend", "rtl", *args)
-    gold = _run(tmp_path, "golden", "--backend", "golden", "--precision", "fixed16", *args)
-    assert rtl["weights_sha256"] == gold["weights_sha256"]
+    rtl = _run(tmp_path, "rtl", "--backend", "rtl", "--chip", chip, *args)
+    assert rtl["weights_sha256"] == _golden(tmp_path, *args)["weights_sha256"]
+    assert rtl["chip"] == chip
 
 
-def test_no_pipeline_is_refused_on_golden():
-    with pytest.raises(SystemExit, match="--no-pipeline applies to --backend rtl only"):
-        main(["train", "--no-pipeline", "--epochs", "1"])
+@pytest.mark.sim
+def test_chip_from_the_generators_json(tmp_path):
+    from mixgcn.gen.verilog import main as verilog_main
+
+    assert verilog_main(["--out", str(tmp_path / "v"), "--preset", "tiny"]) == 0
+    chip = tmp_path / "v" / "tiny" / "chip.json"
+    args = ["--dataset", "synthetic:nodes=150", "--epochs", "1", "--seed", "2"]
+    rtl = _run(tmp_path, "rtl", "--backend", "rtl", "--chip", str(chip), *args)
+    assert rtl["weights_sha256"] == _golden(tmp_path, *args)["weights_sha256"]
+    assert rtl["chip"] == str(chip)
 
 
-@pytest.mark.parametrize("chips", ["0", "2"])
-def test_more_chips_are_refused_for_now(chips):
-    with pytest.raises(SystemExit, match=f"--chips {chips}: only one chip is supported"):
-        main(["train", "--backend", "rtl", "--chips", chips, "--epochs", "1"])
+# ------------------------------------------------------------------------- refusals
+# Each limit of the chip, checked on the chip's own layout code before anything is
+# built: the build folder stays empty and the refusal takes well under a second.
+
+LIMITS = [
+    ("nodes", ["--dataset", "synthetic:nodes=9000"], "default",
+     "9000 nodes; the chip's sparse-engine buffer holds 8192 rows"),
+    ("features", ["--dataset", "synthetic:nodes=300,features=3000"], "tiny",
+     "gathers from 3000 rows; its buffer holds 2048"),
+    ("CSR beats", ["--dataset", "synthetic:nodes=2000,degree=64"], "tiny",
+     r"takes \d+ CSR beats; the chip's memory keeps 32768 words for sparse operands"),
+    ("degree", ["--dataset", "synthetic:nodes=2000,degree=16"], "maxdeg.json",
+     r"a row of S has \d+ non-zeros; .* sized for 40 \(SAEConfig.max_degree\)"),
+    ("reduction", ["--dataset", "synthetic:nodes=100,features=50", "--hidden", "260"],
+     "tiny", "a reduction over 260 values exceeds the dense engine's weight store of 256"),
+    ("memory", ["--dataset", "synthetic:nodes=300", "--hidden", "300"], "tiny",
+     "the batch's operands and results need 37500 memory words; the lower half of the "
+     "chip's memory holds 32768"),
+]
 
 
-def test_rtl_refuses_a_graph_larger_than_the_chip():
-    with pytest.raises(SystemExit, match="has 9000 nodes; the simulated chip's SAE buffer "
-                                         "holds 8192 rows"):
-        main(["train", "--backend", "rtl", "--dataset", "synthetic:nodes=9000",
-              "--epochs", "1"])
-
-
-def test_rtl_refuses_float_precision():
-    with pytest.raises(SystemExit, match="--precision float32 is not available"):
-        main(["train", "--backend", "rtl", "--precision", "float32", "--epochs", "1"])
-
-
-def test_rtl_arguments_are_absolute(tmp_path, monkeypatch):
-    from mixgcn.golden.gcn import GCNConfig
-    from mixgcn.host.cli import _parser, rtl_arguments
-
-    monkeypatch.chdir(tmp_path)
-    args = _parser().parse_args(["train", "--backend", "rtl", "--dataset", "g.npz",
-                                 "--data-dir", "planetoid"])
-    r = rtl_arguments(args, GCNConfig(epochs=3))
-    assert r["dataset"] == str(tmp_path / "g.npz")
-    assert r["data_dir"] == str(tmp_path / "planetoid")
-    assert r["config"]["epochs"] == 3
-    assert r["reorder"] == "none" and r["pipeline"] is True
+@pytest.mark.parametrize(("what", "args", "chip", "message"), LIMITS,
+                         ids=[x[0] for x in LIMITS])
+def test_a_graph_the_chip_cannot_hold_is_refused_before_any_build(
+        tmp_path, monkeypatch, what, args, chip, message):
+    monkeypatch.setenv("MIXGCN_BUILD", str(tmp_path / "build"))
+    if chip == "maxdeg.json":
+        d = CHIP_PRESETS["tiny"].to_dict()
+        d["sae"]["max_degree"] = 40
+        chip = str(tmp_path / chip)
+        (tmp_path / "maxdeg.json").write_text(json.dumps(d))
+    t0 = time.perf_counter()
+    with pytest.raises(SystemExit, match=message):
+        main(["train", "--backend", "rtl", "--chip", chip, "--epochs", "1", "--quiet", *args])
+    assert time.perf_counter() - t0 < 1.0, what
+    assert not (tmp_path / "build").exists(), "something was built before the refusal"

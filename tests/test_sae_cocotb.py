@@ -7,7 +7,7 @@ import pytest
 
 from mixgcn.gen.config import SAE_PRESETS, ConfigError, SAEConfig
 from mixgcn.gen.verilog import LINT_WAIVERS, lint, sae_verilog
-from mixgcn.sim.runner import config_env, run_cocotb
+from mixgcn.sim.build import config_env, run_cocotb
 from mixgcn.sim.toolchain import available_simulators
 
 from .conftest import planetoid_dir
@@ -35,7 +35,7 @@ def test_sae_cocotb(simulator, name):
     env = config_env("MIXGCN_SAE_CONFIG", cfg)
     env.update(MIXGCN_SEED=str(sorted(SIM_CONFIGS).index(name) + 1),
                MIXGCN_DATA=str(planetoid_dir()))
-    run_cocotb(sae_verilog(cfg), "sae", "mixgcn.sim.tb_sae", simulator=simulator,
+    run_cocotb(sae_verilog(cfg), "sae", "mixgcn.sim.verify.tb_sae", simulator=simulator,
                extra_env=env)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mixgcn.golden.backend import GoldenBackend, NumberFormat
 from mixgcn.golden.datasets import make_synthetic
 from mixgcn.golden.gcn import GCNConfig
-from mixgcn.host.backends import GoldenBackend, NumberFormat
 from mixgcn.host.precision import FixedOps
 from mixgcn.host.train import train
 
@@ -73,24 +73,32 @@ def test_accumulator_too_narrow_is_refused():
         ops.gemm("s", "xtg", x, x)
 
 
-class _Sequential:
-    """The golden backend without its fused passes: every kernel alone."""
+class _KernelByKernel(FixedOps):
+    """The exponent policy without pairs: every kernel's shift taken when it runs."""
 
-    name = "golden"
+    def spmm_gemm(self, site, adj, h, gemm_site, form, w, relu=False, mask=None):
+        a = self.spmm(site, adj, h)
+        return a, self.gemm(gemm_site, form, a, w, relu=relu, mask=mask)
 
-    def __init__(self):
-        self._b = GoldenBackend(NumberFormat(width=16))
-        self.fmt = self._b.fmt
-        self.spmm, self.gemm = self._b.spmm, self._b.gemm
+    def gemm_spmm(self, site, form, x, w, spmm_site, adj, relu=False, mask=None):
+        t = self.gemm(site, form, x, w)
+        return t, self.spmm(spmm_site, adj, t, relu=relu, mask=mask)
+
+    def spmm_and_gemm(self, site, adj, h, gemm_site, form, x, w):
+        return self.spmm(site, adj, h), self.gemm(gemm_site, form, x, w)
 
 
-def test_fused_passes_change_no_bit():
-    # Pipelined pairs (SpMM→GEMM, GEMM→SpMM) take their shifts before either kernel
+def test_pairs_change_no_bit(monkeypatch):
+    # Pairs (SpMM→GEMM, GEMM→SpMM, side by side) take both shifts before either kernel
     # runs; kernel by kernel they are taken in turn. Both give the same weights.
+    from mixgcn.host import train as train_module
+
     d = make_synthetic(nodes=150, features=40, seed=6)
     for cfg in (GCNConfig(epochs=4, seed=1), GCNConfig(epochs=4, seed=1, layers=3,
                                                        hidden=40)):
-        fused = train(d, cfg, precision="fixed16", backend=GoldenBackend(NumberFormat(16)))
-        alone = train(d, cfg, precision="fixed16", backend=_Sequential())
-        assert fused["weights_sha256"] == alone["weights_sha256"]
-        assert fused["fixed_operations"] == alone["fixed_operations"]
+        paired = train(d, cfg, precision="fixed16")
+        monkeypatch.setattr(train_module, "FixedOps", _KernelByKernel)
+        alone = train(d, cfg, precision="fixed16")
+        monkeypatch.undo()
+        assert paired["weights_sha256"] == alone["weights_sha256"]
+        assert paired["fixed_operations"] == alone["fixed_operations"]

@@ -3,7 +3,7 @@
 Run through :func:`mixgcn.sim.runner.run_cocotb` (``make sim`` / pytest); the
 configuration arrives as JSON in ``MIXGCN_DCE_CONFIG``. Every test is crossed with
 random idle cycles on every input and random backpressure on the output; expected rows
-come from :mod:`mixgcn.sim.dce_model` (the golden fixed-point operators).
+come from :mod:`mixgcn.sim.verify.dce_model` (the golden fixed-point operators).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from mixgcn.gen.config import DCEConfig
 from mixgcn.golden import fixed
 from mixgcn.hdl.dce import DCELayouts
-from mixgcn.sim.cocotb_streams import EngineTB, high
-from mixgcn.sim.dce_model import make_job
+from mixgcn.host.device import TIMEOUTS
+from mixgcn.sim.verify.dce_model import make_job
+from mixgcn.sim.verify.streams import EngineTB, high
 
 CFG = DCEConfig(**json.loads(os.environ.get("MIXGCN_DCE_CONFIG", "{}")))
 ENGINE = DCELayouts(CFG)
@@ -43,7 +44,7 @@ class TB(EngineTB):
         self.b.put(job.b_words)
         self.mask.put(job.mask_words)
 
-    async def run_jobs(self, jobs, timeout_per_row=400):
+    async def run_jobs(self, jobs):
         """Submit jobs back to back; check every output row and each job's statistics."""
         expected = []
         for job in jobs:
@@ -53,8 +54,9 @@ class TB(EngineTB):
         # The statistics belong to the last operation: read them when the engine is
         # idle after it (values sampled at a clock edge are those before it, so an idle
         # cycle that also accepts the next command still shows the finished one's).
-        budget = timeout_per_row * (len(expected) + sum(len(j.a_words) + len(j.b_words)
-                                                          for j in jobs) + 10)
+        work = len(expected) + sum(len(j.a_words) + len(j.b_words) + j.rows * j.k
+                                   for j in jobs)
+        budget = TIMEOUTS.cycles(work, slowdown=1 / ((1 - self.idle) * self.ready_p))
         accepted = done = 0
         dut = self.dut
         for _ in range(budget):

@@ -7,6 +7,8 @@ from collections import deque
 
 from cocotb.triggers import RisingEdge
 
+from mixgcn.sim.build import CLOCK_PERIOD_NS
+
 __all__ = ["Sink", "Source", "high"]
 
 
@@ -96,7 +98,7 @@ class EngineTB:
         self.out = Sink(self, "out", decode)
         self.received = self.out.received
         dut.rst.value = 1  # held until reset(): no X reaches the testbench's reads
-        Clock(dut.clk, 10, unit="ns").start()
+        Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start()
         for s in (*self.sources.values(), self.out):
             cocotb.start_soon(s.run())
 

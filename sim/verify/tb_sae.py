@@ -3,7 +3,7 @@
 The configuration arrives as JSON in ``MIXGCN_SAE_CONFIG``; Cora is read from
 ``MIXGCN_DATA`` (its test is skipped when absent). Every stream gets random idle
 cycles and the output random backpressure; expected rows come from
-:mod:`mixgcn.sim.sae_model` (the golden fixed-point operators).
+:mod:`mixgcn.sim.verify.sae_model` (the golden fixed-point operators).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from mixgcn.golden import fixed
 from mixgcn.golden.datasets import make_synthetic
 from mixgcn.golden.graph import normalized_adjacency
 from mixgcn.hdl.sae import SAELayouts, SAEOp
-from mixgcn.sim.cocotb_streams import EngineTB, high
-from mixgcn.sim.sae_model import make_spmm_jobs
+from mixgcn.host.device import TIMEOUTS
+from mixgcn.sim.verify.sae_model import make_spmm_jobs
+from mixgcn.sim.verify.streams import EngineTB, high
 
 CFG = SAEConfig(**json.loads(os.environ.get("MIXGCN_SAE_CONFIG", "{}")))
 LAYOUTS = SAELayouts(CFG)
@@ -49,7 +50,7 @@ class TB(EngineTB):
         self.csr.put(job.beats)
         self.mask.put(job.mask_words)
 
-    async def run_jobs(self, jobs, cycles_per_word=60):
+    async def run_jobs(self, jobs):
         """Submit jobs back to back; check every output row and each SPMM's statistics
         (read when the next SPMM is accepted, or when the engine is idle at the end)."""
         expected = []
@@ -57,8 +58,8 @@ class TB(EngineTB):
             self.submit(job)
             for i, r in enumerate(job.expected.tolist()):
                 expected.append(r + [int(i == len(job.expected) - 1)])
-        budget = cycles_per_word * (len(expected) + sum(len(j.beats) + len(j.x_words)
-                                                          for j in jobs) + 20)
+        work = len(expected) + sum(len(j.beats) + len(j.x_words) for j in jobs)
+        budget = TIMEOUTS.cycles(work, slowdown=1 / ((1 - self.idle) * self.ready_p))
         dut, received = self.dut, self.received
         started = checked = 0
 

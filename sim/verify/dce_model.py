@@ -13,8 +13,9 @@ import numpy as np
 
 from mixgcn.gen.config import DCEConfig
 from mixgcn.golden import fixed
+from mixgcn.host.packing import weight_words
 
-__all__ = ["OPS", "DCEJob", "make_job", "weight_words"]
+__all__ = ["OPS", "DCEJob", "make_job"]
 
 OPS = {"xw": 0, "xwt": 1, "xtg": 2}
 
@@ -38,27 +39,6 @@ class DCEJob:
     def cmd(self) -> dict:
         return dict(op=OPS[self.op], rows=self.rows, k=self.k, m=self.m, shift=self.shift,
                     relu=int(self.relu), mask=int(self.mask_en))
-
-
-def weight_words(form: str, w: np.ndarray, rows: int, lanes: int) -> np.ndarray:
-    """The B-stream words that load a weight tile, [words, lanes], zero-padded.
-
-    - ``xw`` (``w`` [k, m]): word j = ``w[j, :]``;
-    - ``xwt`` (``w`` [m, k], stored as rows): word (j, c) = ``w[c, jR : jR + R]``, chunk j
-      major — the engine writes it down column c of the array (R = ``rows``).
-    """
-    w = np.asarray(w, dtype=np.int64)
-    if form == "xw":
-        out = np.zeros((w.shape[0], lanes), dtype=np.int64)
-        out[:, :w.shape[1]] = w
-        return out
-    m, k = w.shape
-    chunks = -(-k // rows)
-    wp = np.zeros((m, chunks * rows), dtype=np.int64)
-    wp[:, :k] = w
-    out = np.zeros((chunks * m, lanes), dtype=np.int64)
-    out[:, :rows] = wp.reshape(m, chunks, rows).transpose(1, 0, 2).reshape(chunks * m, rows)
-    return out
 
 
 def _junk(rng, n, width):

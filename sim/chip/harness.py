@@ -1,8 +1,9 @@
 """The chip in simulation: a :class:`~mixgcn.hdl.chip.Chip` on the memory model
-(``mixgcn_memory.v``), its descriptors read from a descriptor memory and its status
-records stored in a status memory, so a whole batch of descriptors runs with no Python
-in the loop: the testbench bulk-loads memory and descriptors, sets ``desc_count``,
-pulses ``start`` and waits for ``received`` status records.
+(``mixgcn_memory.v``), its descriptors read from a descriptor memory
+(:class:`MemorySource`) and its status records stored in a status memory
+(:class:`MemorySink`), so a whole batch of descriptors runs with no Python in the
+loop: the driver (:mod:`mixgcn.sim.chip.control`) bulk-loads memory and descriptors,
+sets ``desc_count``, pulses ``start`` and waits for ``received`` status records.
 
 Ports: ``mem_load`` / ``mem_dump`` with ``dump_first`` / ``dump_last`` (bulk transfers
 between the memory model and files, see ``mixgcn_memory.v``), ``desc_count``, ``start``,
@@ -19,20 +20,84 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from amaranth import Cat, ClockSignal, Instance, Module, ResetSignal, Signal
-from amaranth.lib import wiring
+from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import ChipConfig
 from mixgcn.hdl.chip import ENGINE_COUNTERS, READ_CHANNELS, WRITE_CHANNELS, Chip
-from mixgcn.sim.harness import MemorySink, MemorySource
 
-__all__ = ["MEMORY_MODEL", "ChipHarness", "chip_harness_verilog"]
+__all__ = ["MEMORY_MODEL", "ChipHarness", "MemorySink", "MemorySource", "harness_verilog"]
 
 MEMORY_MODEL = Path(__file__).with_name("mixgcn_memory.v")
 
 
+def _next(addr, period):
+    return Mux(addr + 1 >= period, 0, addr + 1)
+
+
+class MemorySource(wiring.Component):
+    """Streams ``count`` words of its memory (addresses 0, 1, ..., wrapping at
+    ``period``) as fast as the stream takes them."""
+
+    def __init__(self, layout, depth: int):
+        self.layout, self.depth = layout, depth
+        super().__init__({
+            "o": Out(stream.Signature(layout)),
+            "count": In(32), "period": In(32), "start": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = mem = memory.Memory(shape=self.layout, depth=self.depth, init=[])
+        rd = mem.read_port(transparent_for=())
+        addr = Signal(range(self.depth))
+        fetched = Signal(32)
+        armed = Signal()  # started since reset: a reset never replays the memory
+        have = Signal()  # the word read last cycle waits on the stream
+        advance = ~have | (self.o.valid & self.o.ready)
+        m.d.comb += [rd.addr.eq(addr), rd.en.eq(advance),
+                     self.o.payload.eq(rd.data), self.o.valid.eq(have)]
+        with m.If(self.start):
+            m.d.sync += [addr.eq(0), fetched.eq(0), have.eq(0), armed.eq(1)]
+        with m.Elif(advance):
+            with m.If(armed & (fetched < self.count)):
+                m.d.sync += [fetched.eq(fetched + 1), have.eq(1),
+                             addr.eq(_next(addr, self.period))]
+            with m.Else():
+                m.d.sync += have.eq(0)
+        return m
+
+
+class MemorySink(wiring.Component):
+    """Takes every word (always ready) into its memory at addresses wrapping at
+    ``period``, and counts them."""
+
+    def __init__(self, layout, depth: int):
+        self.layout, self.depth = layout, depth
+        super().__init__({
+            "i": In(stream.Signature(layout)),
+            "period": In(32), "start": In(1), "received": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = mem = memory.Memory(shape=self.layout, depth=self.depth, init=[])
+        wr = mem.write_port()
+        addr = Signal(range(self.depth))
+        m.d.comb += [self.i.ready.eq(1), wr.addr.eq(addr), wr.data.eq(self.i.payload),
+                     wr.en.eq(self.i.valid)]
+        with m.If(self.start):
+            m.d.sync += [addr.eq(0), self.received.eq(0)]
+        with m.Elif(self.i.valid):
+            m.d.sync += [self.received.eq(self.received + 1), addr.eq(_next(addr, self.period))]
+        return m
+
+
 class ChipHarness(wiring.Component):
+    """The chip, its memory model, a descriptor source and a status sink (module
+    docstring). ``desc_depth``: descriptors (and status records) a batch may hold."""
+
     def __init__(self, config: ChipConfig, desc_depth: int = 4096, loopback: bool = True):
         self.config, self.desc_depth, self.loopback = config, desc_depth, loopback
         self.chip = Chip(config, loopback=loopback)
@@ -104,7 +169,7 @@ class ChipHarness(wiring.Component):
         return m
 
 
-def chip_harness_verilog(config: ChipConfig, loopback: bool = True) -> str:
+def harness_verilog(config: ChipConfig, loopback: bool = True) -> str:
     """Verilog of the harness (top module ``chip_harness``) with the memory model,
     cached under the build folder by a hash of the configuration and every source it
     is generated from (converting it takes a while)."""
@@ -115,14 +180,13 @@ def chip_harness_verilog(config: ChipConfig, loopback: bool = True) -> str:
 
     import mixgcn.gen.config
     import mixgcn.hdl
-    from mixgcn.sim import harness
-    from mixgcn.sim.runner import BUILD_ROOT
+    from mixgcn.sim.build import build_root
 
     h = hashlib.sha256(repr((config, loopback, amaranth.__version__)).encode())
     for src in [*sorted(Path(mixgcn.hdl.__file__).parent.glob("*.py")), Path(__file__),
-                Path(harness.__file__), Path(mixgcn.gen.config.__file__), MEMORY_MODEL]:
+                Path(mixgcn.gen.config.__file__), MEMORY_MODEL]:
         h.update(src.read_bytes())
-    cached = BUILD_ROOT / f"chip-harness-{h.hexdigest()[:16]}.v"
+    cached = build_root() / "verilog" / f"chip-harness-{h.hexdigest()[:16]}.v"
     if cached.is_file():
         return cached.read_text()
     text = verilog.convert(ChipHarness(config, loopback=loopback), name="chip_harness",

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from mixgcn.gen.config import SAEConfig
 from mixgcn.golden import fixed
-from mixgcn.sim.packing import csr_beat_arrays
+from mixgcn.host.packing import csr_beat_arrays
 
 __all__ = ["SAEJob", "csr_beats", "make_spmm_jobs"]
 
@@ -24,7 +24,7 @@ def _raw_csr(s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def csr_beats(s: sp.csr_array, edges: int, junk: np.random.Generator | None = None,
               width: int = 16, max_nodes: int = 1) -> list[dict]:
-    """S in the engine's beat format (:func:`mixgcn.sim.packing.csr_beat_arrays`), one
+    """S in the engine's beat format (:func:`mixgcn.host.packing.csr_beat_arrays`), one
     dict a beat. With ``junk``, the lanes past ``count`` carry random values (which the
     engine must ignore) instead of zeros."""
     a = csr_beat_arrays(s, edges)

@@ -1,0 +1,226 @@
+"""Drive a simulated chip (:class:`~mixgcn.sim.chip.harness.ChipHarness`) from cocotb.
+
+:class:`HarnessControl` carries out the device protocol's operations on a running
+simulation (:mod:`mixgcn.host.device`): bulk memory transfers through files (the
+memory model reads a hex file into its array in one cycle, ``$readmemh``, and writes a
+range out in one cycle, ``$writememh``: no simulator call per word), batches of
+descriptors run with no Python in the loop, counters, reset and memory stalls. The
+chip server (:mod:`mixgcn.sim.chip.server`) and the chip's testbench
+(:mod:`mixgcn.sim.verify.tb_chip`) both use it.
+
+:class:`InSimulatorChip` offers the same operations as a
+:class:`~mixgcn.host.device.ChipDevice` to host code running in a thread beside the
+simulation (``cocotb.task.bridge``), so a testbench drives the chip through the host's
+own driver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
+
+from mixgcn.gen.config import ChipConfig
+from mixgcn.hdl.chip import ChipLayouts
+from mixgcn.host.device import COUNTERS, BatchResult, StatusRecord
+from mixgcn.host.packing import from_ints, to_ints, word_bytes
+from mixgcn.sim.build import CLOCK_PERIOD_NS
+
+__all__ = ["ChipHung", "HarnessControl", "InSimulatorChip"]
+
+
+class ChipHung(RuntimeError):
+    """A batch did not finish within its cycle budget."""
+
+
+def hex_lines(words: np.ndarray, bits: int) -> bytes:
+    """Words of ``bits`` bits (``uint8 [N, nbytes]``, little-endian) as ``$readmemh``
+    lines of exactly the digits a word has (no digit beyond the memory's width)."""
+    n, nb = words.shape
+    width = -(-bits // 4)
+    digits = np.frombuffer(np.ascontiguousarray(words[:, ::-1]).tobytes().hex().encode(),
+                           dtype=np.uint8).reshape(n, 2 * nb)
+    lines = np.empty((n, width + 1), dtype=np.uint8)
+    lines[:, :-1] = digits[:, 2 * nb - width:]
+    lines[:, -1] = ord("\n")
+    return lines.tobytes()
+
+
+def parse_hex_lines(text: bytes, count: int, nbytes: int) -> np.ndarray:
+    """``count`` words of ``nbytes`` from ``$writememh`` output (one fixed-width hex
+    word a line; ``//`` comments and ``@`` addresses skipped)."""
+    lines = [ln for ln in text.split(b"\n") if ln.strip() and not ln.startswith((b"//", b"@"))]
+    if len(lines) != count:
+        raise RuntimeError(f"a memory dump of {count} words held {len(lines)}")
+    if not lines:
+        return np.zeros((0, nbytes), dtype=np.uint8)
+    widths = {len(ln) for ln in lines}
+    if len(widths) != 1 or max(widths) > 2 * nbytes:
+        raise RuntimeError(f"a memory dump's lines are {sorted(widths)} digits wide, "
+                           f"not one width of at most {2 * nbytes}")
+    pad = b"0" * (2 * nbytes - widths.pop())
+    raw = bytes.fromhex((pad + pad.join(lines)).decode())
+    return np.frombuffer(raw, dtype=np.uint8).reshape(count, nbytes)[:, ::-1].copy()
+
+
+class HarnessControl:
+    """The chip harness ``dut`` of ``config`` in a running simulation (module docstring).
+
+    ``stall`` (0..255): each memory channel refuses a cycle with probability
+    ``stall``/256; a batch's cycle budget stretches by the same factor."""
+
+    def __init__(self, dut, config: ChipConfig):
+        self.dut, self.config = dut, config
+        self.lay = ChipLayouts(config)
+        self.mem_bytes = word_bytes(self.lay.mem_width)
+        self.status_bytes = word_bytes(self.lay.status_layout.size)
+        self.capacity = 1 << config.addr_width
+        self.desc_depth = len(dut.desc_src.mem)
+        self.stall = 0
+        self._pending: list[tuple[int, np.ndarray]] = []
+        args = getattr(cocotb, "plusargs", {}) or {}
+        self.load_path = Path(args.get("MIXGCN_MEM_LOAD", "mixgcn_mem_load.hex"))
+        self.dump_path = Path(args.get("MIXGCN_MEM_DUMP", "mixgcn_mem_dump.hex"))
+
+    async def start(self) -> None:
+        """Start the clock and reset the chip."""
+        Clock(self.dut.clk, CLOCK_PERIOD_NS, unit="ns").start()
+        self.dut.stall.value = 0
+        self.dut.desc_count.value = 0
+        await self.reset()
+
+    async def reset(self, cycles: int = 3) -> None:
+        dut = self.dut
+        for name in ("start", "mem_load", "mem_dump"):
+            getattr(dut, name).value = 0
+        dut.rst.value = 1
+        await ClockCycles(dut.clk, cycles)
+        dut.rst.value = 0
+        await ClockCycles(dut.clk, 1)
+
+    # ------------------------------------------------------------------- memory
+    def _check(self, addr: int, count: int) -> None:
+        if addr < 0 or addr + count > self.capacity:
+            raise ValueError(f"memory words {addr}..{addr + count - 1} lie outside the "
+                             f"chip's {self.capacity}-word memory")
+
+    def write(self, addr: int, words: np.ndarray) -> None:
+        """Stage ``words`` for ``addr``; they reach memory before the next run or read."""
+        words = np.asarray(words, dtype=np.uint8)
+        if words.ndim != 2 or words.shape[1] != self.mem_bytes:
+            raise ValueError(f"memory words are {self.mem_bytes} bytes each, got an array "
+                             f"of shape {words.shape}")
+        self._check(addr, len(words))
+        if len(words):
+            self._pending.append((addr, words))
+
+    async def flush(self) -> None:
+        if not self._pending:
+            return
+        with open(self.load_path, "wb") as f:
+            for addr, words in self._pending:
+                f.write(f"@{addr:x}\n".encode())
+                f.write(hex_lines(words, self.lay.mem_width))
+        self._pending.clear()
+        await self._pulse(self.dut.mem_load)
+
+    async def _pulse(self, signal) -> None:
+        signal.value = 1
+        await RisingEdge(self.dut.clk)
+        signal.value = 0
+        await RisingEdge(self.dut.clk)
+
+    async def read(self, addr: int, count: int) -> np.ndarray:
+        """``count`` memory words from ``addr`` (``uint8 [count, nbytes]``)."""
+        self._check(addr, count)
+        if count == 0:
+            return np.zeros((0, self.mem_bytes), dtype=np.uint8)
+        await self.flush()
+        self.dut.dump_first.value = addr
+        self.dut.dump_last.value = addr + count - 1
+        await self._pulse(self.dut.mem_dump)
+        return parse_hex_lines(self.dump_path.read_bytes(), count, self.mem_bytes)
+
+    # ------------------------------------------------------------------- batches
+    def counters(self) -> dict[str, int]:
+        return {name: int(getattr(self.dut, name).value) for name in COUNTERS}
+
+    async def run(self, descriptors: np.ndarray, budget: int,
+                  watch: tuple[int, Callable[[], None]] | None = None):
+        """Run packed descriptors to their last status record. Returns the batch's
+        cycles, the status records (``uint8 [n, nbytes]``, completion order), the
+        counters' increase and the wall time. Raises :class:`ChipHung` past
+        ``budget`` cycles (stretched by the stall level). ``watch`` = (cycles, check):
+        ``check`` is called every that many cycles of the batch (it may raise)."""
+        dut = self.dut
+        descs = to_ints(descriptors)
+        n = len(descs)
+        if n > self.desc_depth:
+            raise ValueError(f"{n} descriptors exceed the harness's descriptor memory of "
+                             f"{self.desc_depth}")
+        await self.flush()
+        src = dut.desc_src.mem
+        for i, d in enumerate(descs):
+            src[i].value = d
+        before = self.counters()
+        dut.stall.value = self.stall
+        dut.desc_count.value = n
+        dut.start.value = 1
+        await RisingEdge(dut.clk)
+        dut.start.value = 0
+        await RisingEdge(dut.clk)  # the start pulse has cleared `received`
+        t0 = time.perf_counter()
+        stretched = budget * 256 // max(1, 256 - self.stall)
+        limit = Timer(CLOCK_PERIOD_NS * stretched, unit="ns")
+        while int(dut.received.value) != n:
+            tick = Timer(CLOCK_PERIOD_NS * watch[0], unit="ns") if watch else None
+            fired = await First(RisingEdge(dut.done), limit, *([tick] if tick else []))
+            if fired is tick:
+                watch[1]()
+            elif fired is limit:
+                raise ChipHung(f"the chip completed {int(dut.received.value)} of {n} "
+                               f"descriptors within the batch's budget of {stretched:,} "
+                               "cycles")
+        await ClockCycles(dut.clk, 1)
+        seconds = time.perf_counter() - t0
+        sink = dut.status_sink.mem
+        status = from_ints([int(sink[i].value) for i in range(n)], self.status_bytes)
+        after = self.counters()
+        deltas = {k: after[k] - before[k] for k in COUNTERS if k != "cycles"}
+        return int(dut.elapsed.value), status, deltas, seconds
+
+
+class InSimulatorChip:
+    """The :class:`~mixgcn.host.device.ChipDevice` protocol on a
+    :class:`HarnessControl`, for host code running in a ``cocotb.task.bridge`` thread:
+    each call blocks that thread while the simulation carries it out."""
+
+    def __init__(self, control: HarnessControl, name: str = "chip"):
+        from cocotb.task import resume
+
+        self.control, self.config, self.name = control, control.config, name
+        self._run = resume(control.run)
+        self._read = resume(control.read)
+
+    def write(self, addr: int, words: np.ndarray) -> None:
+        self.control.write(addr, words)
+
+    def run(self, descriptors: np.ndarray, *, budget: int, label: str) -> BatchResult:
+        cycles, status, counters, seconds = self._run(descriptors, budget)
+        lay = self.control.lay
+        return BatchResult(cycles=cycles, counters=counters, device_seconds=seconds,
+                           status=[StatusRecord.decode(lay, w) for w in to_ints(status)])
+
+    def read(self, addr: int, count: int) -> np.ndarray:
+        return self._read(addr, count)
+
+    def counters(self) -> dict[str, int]:
+        return self.control.counters()
+
+    def close(self) -> None:
+        pass

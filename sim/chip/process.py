@@ -1,0 +1,218 @@
+"""A simulated chip as a device: a chip server process, and the host's end of it.
+
+:class:`SimulatedChip` builds the chip harness for a configuration with Verilator
+(once: :mod:`mixgcn.sim.build` caches it), starts the model in its own process running
+the chip server (:mod:`mixgcn.sim.chip.server`) and speaks the device protocol to it
+over a socket pair. Several run at once from one host process (one thread each).
+
+Why a Verilator model under cocotb rather than Verilator's own C++ harness: the same
+harness, drivers and cocotb version verify the chip (:mod:`mixgcn.sim.verify`), and
+Python acts once per request, never per cycle — a batch runs with the simulator alone
+(measured in ``make bench``: the simulator's cycles per second against the wall time).
+
+Failure is one line naming the chip and what it was doing (:class:`DeviceError`): a
+simulator that dies, one that answers nothing within the time-out policy (it is then
+stopped), and any exception the server reports. No server outlives its host: the
+server exits when the connection closes or its parent changes, and the host stops its
+servers when it closes them, when they are garbage-collected and at exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from mixgcn.gen.config import ChipConfig
+from mixgcn.hdl.chip import ChipLayouts
+from mixgcn.host.device import (
+    TIMEOUTS,
+    BatchResult,
+    DeviceError,
+    ProtocolError,
+    StatusRecord,
+    TimeoutPolicy,
+    recv_message,
+    send_message,
+    words_from_blob,
+)
+from mixgcn.host.packing import to_ints, word_bytes
+from mixgcn.sim.build import build, simulator_env
+from mixgcn.sim.chip.harness import harness_verilog
+
+__all__ = ["SimulatedChip"]
+
+TOP = "chip_harness"
+
+
+def _words(n: int) -> str:
+    return f"{n} word" if n == 1 else f"{n} words"
+
+
+def _how(code: int | None) -> str:
+    if code is None:
+        return "closed its connection"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return "exited" if code == 0 else f"exited with status {code}"
+
+
+def _stop(process: subprocess.Popen, sock: socket.socket) -> None:
+    """Close the connection and make sure the server process is gone."""
+    sock.close()
+    if process.poll() is None:
+        try:
+            process.wait(timeout=5)  # it exits on end of file
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class SimulatedChip:
+    """The chip ``config`` simulated in a server process (module docstring).
+
+    ``name`` appears in every message; ``loopback=False`` exposes the exchange port
+    (closed in the harness by a randomly stalling wire); ``verbose`` shows the
+    simulator's own output on stderr (otherwise it goes to ``simulator.log`` in the
+    server's working folder); ``on_build`` is called before a build that has to run."""
+
+    def __init__(self, config: ChipConfig, *, name: str = "chip 0", loopback: bool = True,
+                 verbose: bool = False, on_build: Callable[[], None] | None = None,
+                 timeouts: TimeoutPolicy = TIMEOUTS):
+        if not isinstance(config, ChipConfig):
+            raise TypeError(f"expected a ChipConfig, got {config!r}")
+        self.config, self.name, self.timeouts = config, name, timeouts
+        lay = ChipLayouts(config)
+        self.mem_bytes = word_bytes(lay.mem_width)
+        self.desc_bytes = word_bytes(lay.desc_layout.size)
+        self.status_bytes = word_bytes(lay.status_layout.size)
+        self._lay = lay
+        self.process: subprocess.Popen | None = None
+        sim = build(harness_verilog(config, loopback), TOP, lean=True, on_build=on_build)
+        self.workdir = Path(tempfile.mkdtemp(prefix="mixgcn-chip-"))
+        self.log = self.workdir / "simulator.log"
+        host_end, chip_end = socket.socketpair()
+        env = simulator_env(TOP, "mixgcn.sim.chip.server", self.workdir / "results.xml")
+        env.update(MIXGCN_SERVER_FD=str(chip_end.fileno()), MIXGCN_HOST_PID=str(os.getpid()),
+                   MIXGCN_CHIP_CONFIG=json.dumps(config.to_dict()))
+        out = None if verbose else open(self.log, "wb")
+        try:
+            self.process = subprocess.Popen(
+                [str(sim.binary), f"+MIXGCN_MEM_LOAD={self.workdir / 'load.hex'}",
+                 f"+MIXGCN_MEM_DUMP={self.workdir / 'dump.hex'}"],
+                cwd=self.workdir, env=env, pass_fds=(chip_end.fileno(),),
+                stdin=subprocess.DEVNULL, stdout=out or sys.stderr, stderr=subprocess.STDOUT)
+        finally:
+            chip_end.close()
+            if out is not None:
+                out.close()
+        self.pid = self.process.pid
+        self._sock = host_end
+        self._stop = weakref.finalize(self, _stop, self.process, host_end)
+        self.failed = False
+        hello, _ = self._request(dict(op="hello"), doing="starting",
+                                 timeout=timeouts.start_seconds)
+        sizes = (hello.get("mem_bytes"), hello.get("desc_bytes"), hello.get("status_bytes"))
+        if sizes != (self.mem_bytes, self.desc_bytes, self.status_bytes):
+            self._fail()
+            want = (self.mem_bytes, self.desc_bytes, self.status_bytes)
+            raise DeviceError(f"{self.name}: the simulator serves words of {sizes} bytes, "
+                              f"not the configuration's {want}")
+
+    # ---------------------------------------------------------------- protocol
+    def write(self, addr: int, words: np.ndarray) -> None:
+        words = np.asarray(words, dtype=np.uint8)
+        self._request(dict(op="write", addr=int(addr), count=len(words)), words,
+                      doing=f"writing {_words(len(words))} at {addr}")
+
+    def run(self, descriptors: np.ndarray, *, budget: int, label: str = "a batch") -> BatchResult:
+        descriptors = np.asarray(descriptors, dtype=np.uint8)
+        reply, blob = self._request(
+            dict(op="run", count=len(descriptors), budget=int(budget)), descriptors,
+            doing=f"running {label} ({len(descriptors)} descriptors)",
+            timeout=self.timeouts.reply_seconds(budget))
+        status = words_from_blob(blob, self.status_bytes, len(descriptors), "status records")
+        return BatchResult(cycles=int(reply["cycles"]), counters=dict(reply["counters"]),
+                           device_seconds=float(reply["device_seconds"]),
+                           status=[StatusRecord.decode(self._lay, w) for w in to_ints(status)])
+
+    def read(self, addr: int, count: int) -> np.ndarray:
+        _, blob = self._request(dict(op="read", addr=int(addr), count=int(count)),
+                                doing=f"reading {_words(count)} at {addr}")
+        return words_from_blob(blob, self.mem_bytes, count, "read")
+
+    def counters(self) -> dict[str, int]:
+        return dict(self._request(dict(op="counters"), doing="reading counters")[0]["counters"])
+
+    def reset(self) -> None:
+        self._request(dict(op="reset"), doing="resetting the chip")
+
+    def close(self) -> None:
+        """Ask the server to end, then make sure it has. Its working folder goes too,
+        unless it failed (its log stays for a post-mortem)."""
+        if self.process is None or not self._stop.alive:
+            return
+        if self.process.poll() is None:
+            try:
+                self._request(dict(op="close"), doing="closing", timeout=10)
+            except DeviceError:
+                pass
+        self._stop()
+        if not self.failed:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> SimulatedChip:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- transport
+    def _fail(self) -> None:
+        self.failed = True
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        self._stop()
+
+    def _request(self, req: dict, blob=b"", *, doing: str,
+                 timeout: float | None = None) -> tuple[dict, bytes]:
+        if not self._stop.alive:
+            raise DeviceError(f"{self.name}: cannot go on {doing}: the simulator was stopped "
+                              "earlier")
+        timeout = self.timeouts.reply_seconds() if timeout is None else timeout
+        try:
+            self._sock.settimeout(timeout)
+            send_message(self._sock, req, blob)
+            message = recv_message(self._sock)
+        except TimeoutError:
+            self._fail()
+            raise DeviceError(f"{self.name}: the simulator (pid {self.pid}) gave no answer "
+                              f"within {timeout:.0f} s while {doing}; it was stopped "
+                              f"(log: {self.log})") from None
+        except (OSError, ProtocolError):
+            message = None
+        if message is None:
+            try:
+                code = self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
+            self._fail()
+            raise DeviceError(f"{self.name}: the simulator (pid {self.pid}) {_how(code)} "
+                              f"while {doing} (log: {self.log})")
+        reply, out = message
+        if not reply.get("ok"):
+            raise DeviceError(f"{self.name}: {doing} failed: {reply.get('error', 'no reason')}")
+        return reply, out

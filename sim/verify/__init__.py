@@ -1,0 +1,2 @@
+"""Verification: cocotb testbenches of the engines and the chip, and the transaction
+models and stream drivers they use."""

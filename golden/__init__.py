@@ -1,4 +1,5 @@
-"""Pure-numpy reference: datasets, GCN maths and the bit-exact fixed-point operators.
+"""Pure-numpy reference: datasets, GCN maths, the bit-exact fixed-point operators, and
+the backend protocol with the functional model that defines it (:mod:`.backend`).
 
 Nothing here imports the hardware; the hardware is verified against this package.
 """

@@ -1,1 +1,1 @@
-"""Amaranth components of the accelerator (engines, FIFOs, output stage)."""
+"""Amaranth components of the accelerator: engines, output stage, memory port, chip."""

@@ -113,7 +113,8 @@ class TimeoutPolicy:
       chip counts as hung;
     - a reply may take ``base_seconds`` plus the batch's budget at ``min_cycles_per_second``
       (far below what the simulator runs at) before the device counts as unresponsive;
-    - a device may take ``start_seconds`` to come up.
+    - a device may take ``start_seconds`` to come up, and ``stop_seconds`` to end once
+      asked to (or once its connection is closed) before it is killed.
     """
 
     cycles_per_unit: int = 20
@@ -121,6 +122,7 @@ class TimeoutPolicy:
     min_cycles_per_second: int = 20_000
     base_seconds: float = 60.0
     start_seconds: float = 180.0
+    stop_seconds: float = 5.0
 
     def cycles(self, work: int, slowdown: float = 1.0) -> int:
         """The cycle budget of ``work`` units, ``slowdown`` times slower than one a

@@ -11,12 +11,15 @@ from mixgcn.golden import fixed
 from mixgcn.hdl.dce import DenseCombinationEngine
 from mixgcn.hdl.mac import MACCell
 from mixgcn.hdl.output_stage import OutputStage
+from mixgcn.sim.build import CLOCK_PERIOD_NS
 from mixgcn.sim.verify.dce_model import make_job
+
+PERIOD = CLOCK_PERIOD_NS * 1e-9
 
 
 def _run(dut, *testbenches, deadline=None):
     sim = Simulator(dut)
-    sim.add_clock(1e-8)
+    sim.add_clock(PERIOD)
     for tb in testbenches:
         sim.add_testbench(tb)
     if deadline:
@@ -127,7 +130,7 @@ def test_output_stage_matches_golden_under_stalls(seed):
                                  int(payload.last)))
 
     sim = Simulator(dut)
-    sim.add_clock(1e-8)
+    sim.add_clock(PERIOD)
     sim.add_testbench(producer)
     sim.add_process(consumer)
     sim.add_process(monitor)
@@ -191,7 +194,7 @@ def _dce_sim(cfg: DCEConfig, jobs, rng, idle=0.3, ready=0.7):
                                 + [int(payload.last)])
 
     sim = Simulator(dut)
-    sim.add_clock(1e-8)
+    sim.add_clock(PERIOD)
     sim.add_testbench(commands)
     sim.add_testbench(driver(dut.a, dut.a_layout, [w for j in jobs for w in j.a_words]),
                       background=True)
@@ -288,8 +291,8 @@ def test_stream_reader_under_stalls_and_backpressure(depth, latency):
         assert ctx.get(dut.done)
 
     sim = Simulator(dut)
-    sim.add_clock(1e-8)
+    sim.add_clock(PERIOD)
     sim.add_testbench(memory_model, background=True)
     sim.add_testbench(consumer)
-    sim.run_until(1e-8 * 6000)
+    sim.run_until(PERIOD * 6000)
     assert got == words

@@ -18,6 +18,7 @@ through a wire that stalls at random like the memory (``stall``).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
@@ -193,5 +194,7 @@ def harness_verilog(config: ChipConfig, loopback: bool = True) -> str:
                            emit_src=False)
     text += "\n" + MEMORY_MODEL.read_text()
     cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(text)
+    partial = cached.with_suffix(f".{os.getpid()}.part")  # never a half-written file
+    partial.write_text(text)
+    partial.replace(cached)
     return text

@@ -70,12 +70,12 @@ def _how(code: int | None) -> str:
     return "exited" if code == 0 else f"exited with status {code}"
 
 
-def _stop(process: subprocess.Popen, sock: socket.socket) -> None:
+def _stop(process: subprocess.Popen, sock: socket.socket, seconds: float) -> None:
     """Close the connection and make sure the server process is gone."""
     sock.close()
     if process.poll() is None:
         try:
-            process.wait(timeout=5)  # it exits on end of file
+            process.wait(timeout=seconds)  # it exits on end of file
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -121,16 +121,17 @@ class SimulatedChip:
                 out.close()
         self.pid = self.process.pid
         self._sock = host_end
-        self._stop = weakref.finalize(self, _stop, self.process, host_end)
+        self._stop = weakref.finalize(self, _stop, self.process, host_end,
+                                      timeouts.stop_seconds)
         self.failed = False
         hello, _ = self._request(dict(op="hello"), doing="starting",
                                  timeout=timeouts.start_seconds)
         sizes = (hello.get("mem_bytes"), hello.get("desc_bytes"), hello.get("status_bytes"))
-        if sizes != (self.mem_bytes, self.desc_bytes, self.status_bytes):
+        want = (self.mem_bytes, self.desc_bytes, self.status_bytes)
+        if sizes != want or hello.get("config") != json.loads(json.dumps(config.to_dict())):
             self._fail()
-            want = (self.mem_bytes, self.desc_bytes, self.status_bytes)
-            raise DeviceError(f"{self.name}: the simulator serves words of {sizes} bytes, "
-                              f"not the configuration's {want}")
+            raise DeviceError(f"{self.name}: the simulator serves another chip (words of "
+                              f"{sizes} bytes, not {want}, or another configuration)")
 
     # ---------------------------------------------------------------- protocol
     def write(self, addr: int, words: np.ndarray) -> None:
@@ -144,7 +145,7 @@ class SimulatedChip:
             dict(op="run", count=len(descriptors), budget=int(budget)), descriptors,
             doing=f"running {label} ({len(descriptors)} descriptors)",
             timeout=self.timeouts.reply_seconds(budget))
-        status = words_from_blob(blob, self.status_bytes, len(descriptors), "status records")
+        status = self._words(blob, self.status_bytes, len(descriptors), "status records")
         return BatchResult(cycles=int(reply["cycles"]), counters=dict(reply["counters"]),
                            device_seconds=float(reply["device_seconds"]),
                            status=[StatusRecord.decode(self._lay, w) for w in to_ints(status)])
@@ -152,7 +153,7 @@ class SimulatedChip:
     def read(self, addr: int, count: int) -> np.ndarray:
         _, blob = self._request(dict(op="read", addr=int(addr), count=int(count)),
                                 doing=f"reading {_words(count)} at {addr}")
-        return words_from_blob(blob, self.mem_bytes, count, "read")
+        return self._words(blob, self.mem_bytes, count, "read")
 
     def counters(self) -> dict[str, int]:
         return dict(self._request(dict(op="counters"), doing="reading counters")[0]["counters"])
@@ -167,7 +168,8 @@ class SimulatedChip:
             return
         if self.process.poll() is None:
             try:
-                self._request(dict(op="close"), doing="closing", timeout=10)
+                self._request(dict(op="close"), doing="closing",
+                              timeout=self.timeouts.stop_seconds)
             except DeviceError:
                 pass
         self._stop()
@@ -181,6 +183,13 @@ class SimulatedChip:
         self.close()
 
     # ---------------------------------------------------------------- transport
+    def _words(self, blob: bytes, nbytes: int, count: int, what: str) -> np.ndarray:
+        try:
+            return words_from_blob(blob, nbytes, count, what)
+        except ProtocolError as e:
+            self._fail()
+            raise DeviceError(f"{self.name}: {e}") from None
+
     def _fail(self) -> None:
         self.failed = True
         if self.process is not None and self.process.poll() is None:
@@ -204,9 +213,12 @@ class SimulatedChip:
                               f"(log: {self.log})") from None
         except (OSError, ProtocolError):
             message = None
+        except BaseException:  # interrupted mid-request: the connection is out of step
+            self._fail()
+            raise
         if message is None:
             try:
-                code = self.process.wait(timeout=5)
+                code = self.process.wait(timeout=self.timeouts.stop_seconds)
             except subprocess.TimeoutExpired:
                 code = None
             self._fail()

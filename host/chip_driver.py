@@ -131,14 +131,17 @@ class ChipBackend:
         self._kept: dict[str, tuple[int, int]] = {}
         self._kept_base = self.capacity
         self._batch_kept: set[str] = set()
+        self._sites: tuple[str, ...] = ()  # the model's operations the next batch serves
 
     # ------------------------------------------------------------------ protocol
     def spmm(self, s, x, stage: Stage, *, site: str = "") -> KernelResult:
+        self._sites = (site,)
         out, res = self.run_spmm(s, x, stage)
         self._record("spmm", (site,), "alone", res)
         return out
 
     def gemm(self, form: str, x, w, stage: Stage, *, site: str = "") -> KernelResult:
+        self._sites = (site,)
         if sp.issparse(x):  # sparse features: the SAE serves X·W and Xᵀ·G
             if form == "xw":
                 out, res = self.run_spmm(x, w, stage)
@@ -160,6 +163,7 @@ class ChipBackend:
                 or form not in ("xw", "xwt")):
             a = self.spmm(s, x, stages[0], site=sites[0])
             return PairResult(a, self.gemm(form, a.rows, w, stages[1], site=sites[1]))
+        self._sites = tuple(sites)
         pair, res = self.run_spmm_gemm(s, x, form, w, stages)
         self._record(f"spmm+gemm_{form}", sites, "pipelined", res)
         return pair
@@ -171,6 +175,7 @@ class ChipBackend:
                 or form not in ("xw", "xwt")):
             t = self.gemm(form, x, w, stages[0], site=sites[0])
             return PairResult(t, self.spmm(s, t.rows, stages[1], site=sites[1]))
+        self._sites = tuple(sites)
         pair, res = self.run_gemm_spmm(form, x, w, s, stages)
         self._record(f"gemm_{form}+spmm", sites, "pipelined", res)
         return pair
@@ -180,6 +185,7 @@ class ChipBackend:
         if not self.pipeline or sp.issparse(x):
             return PairResult(self.spmm(s, h, stages[0], site=sites[0]),
                               self.gemm(form, x, w, stages[1], site=sites[1]))
+        self._sites = tuple(sites)
         pair, res = self.run_spmm_and_gemm(s, h, form, x, w, stages)
         self._record(f"spmm|gemm_{form}", sites, "beside", res)
         return pair
@@ -283,6 +289,8 @@ class ChipBackend:
 
     # ---------------------------------------------------------------- execution
     def _execute(self, b: Batch, label: str) -> BatchResult:
+        sites = " + ".join(site for site in self._sites if site)
+        label, self._sites = (f"{sites}, {label}" if sites else label), ()
         for addr, words in b.writes:
             self.device.write(addr, words)
             self._report.words_written += len(words)

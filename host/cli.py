@@ -138,8 +138,9 @@ def cmd_train(args) -> int:
             raise _fail(f"the chip '{chip_name}' cannot train {dataset.name}: {e}") from None
         options = dict(chip=chip, chip_name=chip_name, pipeline=not args.no_pipeline,
                        verbose=args.verbose,
-                       on_build=lambda: log(f"building the simulated chip '{chip_name}' "
-                                            "(once; later runs reuse it)"))
+                       on_build=lambda: log(f"generating and building the simulated chip "
+                                            f"'{chip_name}' (a minute or two, once: later "
+                                            "runs reuse it)"))
     log(f"training {config.layers}-layer GCN, hidden {config.hidden}, {precision} on "
         f"{args.backend}{f' (chip {chip_name})' if rtl else ''}, {config.epochs} epochs, "
         f"seed {config.seed}"

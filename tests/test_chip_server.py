@@ -250,3 +250,20 @@ def test_a_server_killed_during_training_is_one_line_from_the_cli():
                            "by SIGKILL while "), last
     assert "Traceback" not in err
     assert _wait_gone(server)
+
+
+@pytest.mark.sim
+def test_a_simulator_that_fails_to_start_says_why(monkeypatch):
+    from mixgcn.sim.chip import process
+
+    real = process.simulator_env
+
+    def broken(top, module, results):  # a server module that cannot be imported
+        return real(top, "mixgcn.sim.chip.no_such_server", results)
+
+    monkeypatch.setattr(process, "simulator_env", broken)
+    with pytest.raises(DeviceError, match=r"^chip 0 \(tiny\): the simulator \(pid \d+\) "
+                                          r"exited (with status \d+ )?while starting; its log "
+                                          r"says: .ModuleNotFoundError: No module named "
+                                          r".mixgcn.sim.chip.no_such_server"):
+        process.SimulatedChip(TINY, name="chip 0 (tiny)")

@@ -19,6 +19,7 @@ through a wire that stalls at random like the memory (``stall``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
@@ -170,7 +171,8 @@ class ChipHarness(wiring.Component):
         return m
 
 
-def harness_verilog(config: ChipConfig, loopback: bool = True) -> str:
+def harness_verilog(config: ChipConfig, loopback: bool = True,
+                    on_generate: Callable[[], None] | None = None) -> str:
     """Verilog of the harness (top module ``chip_harness``) with the memory model,
     cached under the build folder by a hash of the configuration and every source it
     is generated from (converting it takes a while)."""
@@ -190,6 +192,8 @@ def harness_verilog(config: ChipConfig, loopback: bool = True) -> str:
     cached = build_root() / "verilog" / f"chip-harness-{h.hexdigest()[:16]}.v"
     if cached.is_file():
         return cached.read_text()
+    if on_generate is not None:
+        on_generate()
     text = verilog.convert(ChipHarness(config, loopback=loopback), name="chip_harness",
                            emit_src=False)
     text += "\n" + MEMORY_MODEL.read_text()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -47,7 +48,7 @@ from mixgcn.host.device import (
     words_from_blob,
 )
 from mixgcn.host.packing import to_ints, word_bytes
-from mixgcn.sim.build import build, simulator_env
+from mixgcn.sim.build import BuildError, build, simulator_env
 from mixgcn.sim.chip.harness import harness_verilog
 
 __all__ = ["SimulatedChip"]
@@ -101,7 +102,17 @@ class SimulatedChip:
         self.status_bytes = word_bytes(lay.status_layout.size)
         self._lay = lay
         self.process: subprocess.Popen | None = None
-        sim = build(harness_verilog(config, loopback), TOP, lean=True, on_build=on_build)
+        announced = []
+
+        def announce():  # once, whether the Verilog, the simulator or both are made
+            if on_build is not None and not announced:
+                announced.append(on_build())
+
+        try:
+            sim = build(harness_verilog(config, loopback, on_generate=announce), TOP,
+                        lean=True, on_build=announce)
+        except BuildError as e:
+            raise DeviceError(f"{name}: {e}") from None
         self.workdir = Path(tempfile.mkdtemp(prefix="mixgcn-chip-"))
         self.log = self.workdir / "simulator.log"
         host_end, chip_end = socket.socketpair()
@@ -190,6 +201,18 @@ class SimulatedChip:
             self._fail()
             raise DeviceError(f"{self.name}: {e}") from None
 
+    def _log_tail(self) -> str:
+        """Why the simulator ended, from its log: the last Python exception it printed,
+        else its last line other than Verilator's own ``$finish``."""
+        try:
+            lines = [ln.strip() for ln in self.log.read_text(errors="replace").splitlines()
+                     if ln.strip() and "Verilog $finish" not in ln]
+        except OSError:
+            return ""
+        errors = [ln for ln in lines if re.match(r"[\w.]*(Error|Exception)\b", ln)]
+        last = (errors or lines or [""])[-1]
+        return f"; its log says: {last[:200]!r}" if last else ""
+
     def _fail(self) -> None:
         self.failed = True
         if self.process is not None and self.process.poll() is None:
@@ -222,8 +245,9 @@ class SimulatedChip:
             except subprocess.TimeoutExpired:
                 code = None
             self._fail()
+            tail = self._log_tail() if code is not None and code >= 0 else ""
             raise DeviceError(f"{self.name}: the simulator (pid {self.pid}) {_how(code)} "
-                              f"while {doing} (log: {self.log})")
+                              f"while {doing}{tail} (log: {self.log})")
         reply, out = message
         if not reply.get("ok"):
             raise DeviceError(f"{self.name}: {doing} failed: {reply.get('error', 'no reason')}")

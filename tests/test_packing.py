@@ -74,3 +74,24 @@ def test_unpack_inverts_pack():
     packed = from_ints(words, word_bytes(lay.size) + 2)  # wider words: the padding is 0
     assert np.array_equal(unpack_signed(packed, 16, rows.shape[1]), rows)
     assert to_ints(packed) == words
+
+
+def test_memory_files_round_trip():
+    # what the memory model reads ($readmemh) and writes ($writememh), trimmed per block
+    from mixgcn.sim.chip.control import hex_lines, parse_hex_lines
+
+    rng = np.random.default_rng(3)
+    for bits, used in ((256, 8), (256, 32), (63, 8), (64, 0)):
+        nb = (bits + 7) // 8
+        words = np.zeros((25, nb), dtype=np.uint8)
+        words[:, :used] = rng.integers(0, 256, (25, used))
+        if bits % 8:
+            words[:, -1] &= (1 << (bits % 8)) - 1
+        text = hex_lines(words, bits)
+        lines = text.decode().split()
+        assert len(lines) == 25 and len({len(ln) for ln in lines}) == 1
+        assert len(lines[0]) <= max(1, 2 * used)  # no digits the block does not use
+        padded = "\n".join(ln.rjust(-(-bits // 4), "0") for ln in lines)  # as $writememh
+        assert np.array_equal(parse_hex_lines(padded.encode(), 25, nb), words)
+    with pytest.raises(RuntimeError, match="a memory dump of 3 words held 2"):
+        parse_hex_lines(b"00\n01\n", 3, 1)

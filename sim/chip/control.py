@@ -40,9 +40,12 @@ class ChipHung(RuntimeError):
 
 def hex_lines(words: np.ndarray, bits: int) -> bytes:
     """Words of ``bits`` bits (``uint8 [N, nbytes]``, little-endian) as ``$readmemh``
-    lines of exactly the digits a word has (no digit beyond the memory's width)."""
+    lines, all as wide as the widest word of the block needs (never beyond the
+    memory's width): a block of 63-bit CSR beats in 256-bit words is written with 16
+    digits a line, not 64, and the simulator parses a quarter of the text."""
     n, nb = words.shape
-    width = -(-bits // 4)
+    used = np.flatnonzero(words.any(axis=0))
+    width = min(-(-bits // 4), 2 * (int(used[-1]) + 1) if used.size else 1)
     digits = np.frombuffer(np.ascontiguousarray(words[:, ::-1]).tobytes().hex().encode(),
                            dtype=np.uint8).reshape(n, 2 * nb)
     lines = np.empty((n, width + 1), dtype=np.uint8)

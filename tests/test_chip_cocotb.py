@@ -9,7 +9,7 @@ import pytest
 from mixgcn.gen.config import CHIP_PRESETS, ChipConfig, ConfigError, DCEConfig, SAEConfig
 from mixgcn.gen.verilog import LINT_WAIVERS, chip_verilog, lint
 from mixgcn.sim.build import run_cocotb
-from mixgcn.sim.chip.harness import MEMORY_MODEL, harness_verilog
+from mixgcn.sim.chip.harness import MEMORY_MODEL, TOP, harness_verilog
 from mixgcn.sim.verify.tb_chip import LOOPBACK, SIM_CONFIGS
 
 
@@ -17,8 +17,9 @@ from mixgcn.sim.verify.tb_chip import LOOPBACK, SIM_CONFIGS
 @pytest.mark.parametrize("name", list(SIM_CONFIGS))
 def test_chip_cocotb(name):
     run_cocotb(harness_verilog(SIM_CONFIGS[name], loopback=LOOPBACK[name]),
-               "chip_harness", "mixgcn.sim.verify.tb_chip",
-               extra_env={"MIXGCN_CHIP": name, "MIXGCN_SEED": str(len(name))}, lean=True)
+               TOP, "mixgcn.sim.verify.tb_chip",
+               extra_env={"MIXGCN_CHIP": name, "MIXGCN_SEED": str(len(name))}, lean=True,
+               timing=True)
 
 
 @pytest.mark.sim

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
 
 from mixgcn.gen.config import ChipConfig
@@ -72,18 +71,20 @@ def parse_hex_lines(text: bytes, count: int, nbytes: int) -> np.ndarray:
 
 
 class HarnessControl:
-    """The chip harness ``dut`` of ``config`` in a running simulation (module docstring).
+    """The simulation top ``dut`` (:data:`~mixgcn.sim.chip.harness.TOP`: the harness of
+    ``config`` and its clock) in a running simulation (module docstring).
 
     ``stall`` (0..255): each memory channel refuses a cycle with probability
     ``stall``/256; a batch's cycle budget stretches by the same factor."""
 
     def __init__(self, dut, config: ChipConfig):
         self.dut, self.config = dut, config
+        self.harness = dut.harness  # the memories live inside it
         self.lay = ChipLayouts(config)
         self.mem_bytes = word_bytes(self.lay.mem_width)
         self.status_bytes = word_bytes(self.lay.status_layout.size)
         self.capacity = 1 << config.addr_width
-        self.desc_depth = len(dut.desc_src.mem)
+        self.desc_depth = len(self.harness.desc_src.mem)
         self.stall = 0
         self._pending: list[tuple[int, np.ndarray]] = []
         args = getattr(cocotb, "plusargs", {}) or {}
@@ -91,9 +92,9 @@ class HarnessControl:
         self.dump_path = Path(args.get("MIXGCN_MEM_DUMP", "mixgcn_mem_dump.hex"))
 
     async def start(self) -> None:
-        """Start the clock and reset the chip."""
-        Clock(self.dut.clk, CLOCK_PERIOD_NS, unit="ns").start()
-        self.dut.stall.value = 0
+        """Reset the chip (the clock runs in the simulator from time 0)."""
+        for name in ("stall", "dump_first", "dump_last"):
+            getattr(self.dut, name).value = 0
         self.dut.desc_count.value = 0
         await self.reset()
 
@@ -167,7 +168,7 @@ class HarnessControl:
             raise ValueError(f"{n} descriptors exceed the harness's descriptor memory of "
                              f"{self.desc_depth}")
         await self.flush()
-        src = dut.desc_src.mem
+        src = self.harness.desc_src.mem
         for i, d in enumerate(descs):
             src[i].value = d
         before = self.counters()
@@ -191,7 +192,7 @@ class HarnessControl:
                                "cycles")
         await ClockCycles(dut.clk, 1)
         seconds = time.perf_counter() - t0
-        sink = dut.status_sink.mem
+        sink = self.harness.status_sink.mem
         status = from_ints([int(sink[i].value) for i in range(n)], self.status_bytes)
         after = self.counters()
         deltas = {k: after[k] - before[k] for k in COUNTERS if k != "cycles"}

@@ -22,14 +22,15 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
+from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Shape, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import ChipConfig
 from mixgcn.hdl.chip import ENGINE_COUNTERS, READ_CHANNELS, WRITE_CHANNELS, Chip
 
-__all__ = ["MEMORY_MODEL", "ChipHarness", "MemorySink", "MemorySource", "harness_verilog"]
+__all__ = ["MEMORY_MODEL", "TOP", "ChipHarness", "MemorySink", "MemorySource", "clocked_top",
+           "harness_verilog"]
 
 MEMORY_MODEL = Path(__file__).with_name("mixgcn_memory.v")
 
@@ -171,11 +172,42 @@ class ChipHarness(wiring.Component):
         return m
 
 
+# The top module a simulation runs: the harness and its clock.
+TOP = "chip_sim"
+
+
+def clocked_top(harness: ChipHarness) -> str:
+    """Verilog of :data:`TOP`: the harness (instance ``harness``) with a clock that
+    toggles every half :data:`~mixgcn.sim.build.CLOCK_PERIOD_NS` inside the simulator
+    (Verilator ``--timing``), and every other port of the harness as a top-level
+    register (inputs) or wire (outputs) of the same name.
+
+    Why: a clock driven from the testbench costs a simulator callback every half cycle,
+    which the chip's simulation spent most of its time in; with the clock in Verilog a
+    batch of descriptors runs with no call out of the simulator until it ends."""
+    from amaranth.lib.wiring import Flow
+
+    from mixgcn.sim.build import CLOCK_PERIOD_NS
+
+    half = CLOCK_PERIOD_NS / 2
+    lines = [f"module {TOP};", "  reg clk = 1'b0;", f"  always #{half:g} clk = ~clk;",
+             "  reg rst = 1'b1;"]
+    ports = ["    .clk(clk)", "    .rst(rst)"]
+    for name, member in harness.signature.members.items():
+        width = Shape.cast(member.shape).width
+        vector = f"[{width - 1}:0] " if width > 1 else ""
+        kind = "reg" if member.flow == Flow.In else "wire"
+        lines.append(f"  {kind} {vector}{name};")
+        ports.append(f"    .{name}({name})")
+    lines += ["  chip_harness harness (", ",\n".join(ports), "  );", "endmodule", ""]
+    return "\n".join(lines)
+
+
 def harness_verilog(config: ChipConfig, loopback: bool = True,
                     on_generate: Callable[[], None] | None = None) -> str:
-    """Verilog of the harness (top module ``chip_harness``) with the memory model,
-    cached under the build folder by a hash of the configuration and every source it
-    is generated from (converting it takes a while)."""
+    """Verilog of the harness (module ``chip_harness``) with the memory model and its
+    clocked top (module :data:`TOP`), cached under the build folder by a hash of the
+    configuration and every source it is generated from (converting it takes a while)."""
     import hashlib
 
     import amaranth
@@ -194,9 +226,9 @@ def harness_verilog(config: ChipConfig, loopback: bool = True,
         return cached.read_text()
     if on_generate is not None:
         on_generate()
-    text = verilog.convert(ChipHarness(config, loopback=loopback), name="chip_harness",
-                           emit_src=False)
-    text += "\n" + MEMORY_MODEL.read_text()
+    harness = ChipHarness(config, loopback=loopback)
+    text = verilog.convert(harness, name="chip_harness", emit_src=False)
+    text += "\n" + MEMORY_MODEL.read_text() + "\n" + clocked_top(harness)
     cached.parent.mkdir(parents=True, exist_ok=True)
     partial = cached.with_suffix(f".{os.getpid()}.part")  # never a half-written file
     partial.write_text(text)

@@ -49,11 +49,9 @@ from mixgcn.host.device import (
 )
 from mixgcn.host.packing import to_ints, word_bytes
 from mixgcn.sim.build import BuildError, build, simulator_env
-from mixgcn.sim.chip.harness import harness_verilog
+from mixgcn.sim.chip.harness import TOP, harness_verilog
 
 __all__ = ["SimulatedChip"]
-
-TOP = "chip_harness"
 
 
 def _words(n: int) -> str:
@@ -110,7 +108,7 @@ class SimulatedChip:
 
         try:
             sim = build(harness_verilog(config, loopback, on_generate=announce), TOP,
-                        lean=True, on_build=announce)
+                        lean=True, timing=True, on_build=announce)
         except BuildError as e:
             raise DeviceError(f"{name}: {e}") from None
         self.workdir = Path(tempfile.mkdtemp(prefix="mixgcn-chip-"))
@@ -126,6 +124,10 @@ class SimulatedChip:
                  f"+MIXGCN_MEM_DUMP={self.workdir / 'dump.hex'}"],
                 cwd=self.workdir, env=env, pass_fds=(chip_end.fileno(),),
                 stdin=subprocess.DEVNULL, stdout=out or sys.stderr, stderr=subprocess.STDOUT)
+        except OSError as e:
+            host_end.close()
+            raise DeviceError(f"{name}: the simulator {sim.binary} could not be started: "
+                              f"{e.strerror or e}") from None
         finally:
             chip_end.close()
             if out is not None:

@@ -216,7 +216,7 @@ async def reset_between_runs(dut):
         control.write(addr, words)
     await control.flush()
     for i, d in enumerate(batch.descs):
-        dut.desc_src.mem[i].value = d
+        dut.harness.desc_src.mem[i].value = d
     dut.desc_count.value = len(batch.descs)
     dut.start.value = 1
     await RisingEdge(dut.clk)

@@ -106,7 +106,7 @@ class Batch:
         return addr
 
     def desc(self, unit: Unit, **fields) -> None:
-        self.descs.append(self.backend.lay.desc_layout.const({"unit": unit, **fields}).as_bits())
+        self.descs.append(self.backend.descriptor(unit, **fields))
 
 
 class ChipBackend:

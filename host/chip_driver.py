@@ -42,7 +42,14 @@ from mixgcn.golden.backend import (
 from mixgcn.golden.fixed import OutputStats
 from mixgcn.hdl.chip import ChipLayouts, Unit
 from mixgcn.hdl.dce import DCEOp
-from mixgcn.host.device import TIMEOUTS, BatchResult, ChipDevice, StatusRecord
+from mixgcn.host.device import (
+    TIMEOUTS,
+    BatchResult,
+    ChipDevice,
+    ChipError,
+    DeviceError,
+    StatusRecord,
+)
 from mixgcn.host.packing import (
     csr_beat_arrays,
     csr_beat_count,
@@ -297,6 +304,10 @@ class ChipBackend:
         self._batch_kept.clear()
         res = self.device.run(self.descriptors(b.descs),
                               budget=TIMEOUTS.batch_cycles(self.lay, b.descs), label=label)
+        if res.error:
+            raise DeviceError(f"{self.device.name}: the exchange router stopped {label}: "
+                              f"{ChipError(res.error).describe()} (the driver broke the "
+                              "one-producer, one-consumer contract; no row was lost)")
         if len(res.status) != len(b.descs):
             raise RuntimeError(f"{self.device.name}: {len(b.descs)} descriptors gave "
                                f"{len(res.status)} status records")

@@ -29,6 +29,7 @@ from the same budget, after which the device is declared unresponsive and stoppe
 
 from __future__ import annotations
 
+import enum
 import json
 import socket
 import struct
@@ -40,8 +41,19 @@ import numpy as np
 from mixgcn.gen.config import ChipConfig
 from mixgcn.hdl.chip import ENGINE_COUNTERS, ChipLayouts, Unit
 
-__all__ = ["COUNTERS", "TIMEOUTS", "BatchResult", "ChipDevice", "DeviceError", "ProtocolError",
-           "StatusRecord", "TimeoutPolicy", "recv_message", "send_message"]
+__all__ = [
+    "COUNTERS",
+    "TIMEOUTS",
+    "BatchResult",
+    "ChipDevice",
+    "ChipError",
+    "DeviceError",
+    "ProtocolError",
+    "StatusRecord",
+    "TimeoutPolicy",
+    "recv_message",
+    "send_message",
+]
 
 # the chip's counters a device reports, named as the chip's ports
 COUNTERS = ("cycles", "issued", "completed", "load_cycles",
@@ -74,16 +86,31 @@ class StatusRecord:
                    max_abs=int(rec.max_abs), saturated=int(rec.saturated))
 
 
+class ChipError(enum.IntFlag):
+    """The chip's error flags (sticky until reset): a broken exchange contract."""
+
+    PRODUCERS = 1  # both engines routed rows into the exchange at once
+    CONSUMERS = 2  # both engine inputs took rows from the exchange at once
+
+    def describe(self) -> str:
+        return " and ".join(text for flag, text in (
+            (ChipError.PRODUCERS, "both engines routed rows into the exchange at once"),
+            (ChipError.CONSUMERS, "both engine inputs took rows from the exchange at once"))
+            if flag in self)
+
+
 @dataclass
 class BatchResult:
     """One batch of descriptors: its cycles (from the start to the last status record),
     one record per descriptor in completion order, the engine counters' increase over
-    the batch and the wall time the device took."""
+    the batch, the wall time the device took and the chip's error flags
+    (:class:`ChipError`; a batch that raised one ends there, with the records so far)."""
 
     cycles: int
     status: list[StatusRecord] = field(repr=False)
     counters: dict[str, int] = field(default_factory=dict)
     device_seconds: float = 0.0
+    error: int = 0
 
 
 class ChipDevice(Protocol):

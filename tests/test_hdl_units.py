@@ -273,11 +273,11 @@ def test_stream_reader_under_stalls_and_backpressure(depth, latency):
                 inflight.append((latency, memory[addr]))
 
     async def consumer(ctx):
-        ctx.set(dut.base, 100)
-        ctx.set(dut.count, len(words))
-        ctx.set(dut.start, 1)
+        ctx.set(dut.ctrl.base, 100)
+        ctx.set(dut.ctrl.count, len(words))
+        ctx.set(dut.ctrl.start, 1)
         await ctx.tick()
-        ctx.set(dut.start, 0)
+        ctx.set(dut.ctrl.start, 0)
         for _ in range(5000):
             ready = int(rng.random() < 0.5)
             ctx.set(dut.o.ready, ready)

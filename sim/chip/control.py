@@ -22,7 +22,7 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
+from cocotb.triggers import ClockCycles, First, RisingEdge, Timer, ValueChange
 
 from mixgcn.gen.config import ChipConfig
 from mixgcn.hdl.chip import ChipLayouts
@@ -74,8 +74,10 @@ class HarnessControl:
     """The simulation top ``dut`` (:data:`~mixgcn.sim.chip.harness.TOP`: the harness of
     ``config`` and its clock) in a running simulation (module docstring).
 
-    ``stall`` (0..255): each memory channel refuses a cycle with probability
-    ``stall``/256; a batch's cycle budget stretches by the same factor."""
+    ``read_stall``, ``write_stall``, ``xchg_stall`` (each 0..255): the probability, in
+    256ths, that a read channel refuses a request, a write channel a write, the exchange
+    wire a row in a cycle (:class:`~mixgcn.sim.chip.harness.ChipHarness`); a batch's
+    cycle budget stretches by the largest."""
 
     def __init__(self, dut, config: ChipConfig):
         self.dut, self.config = dut, config
@@ -85,7 +87,7 @@ class HarnessControl:
         self.status_bytes = word_bytes(self.lay.status_layout.size)
         self.capacity = 1 << config.addr_width
         self.desc_depth = len(self.harness.desc_src.mem)
-        self.stall = 0
+        self.read_stall = self.write_stall = self.xchg_stall = 0
         self._pending: list[tuple[int, np.ndarray]] = []
         args = getattr(cocotb, "plusargs", {}) or {}
         self.load_path = Path(args.get("MIXGCN_MEM_LOAD", "mixgcn_mem_load.hex"))
@@ -93,7 +95,7 @@ class HarnessControl:
 
     async def start(self) -> None:
         """Reset the chip (the clock runs in the simulator from time 0)."""
-        for name in ("stall", "dump_first", "dump_last"):
+        for name in ("read_stall", "write_stall", "xchg_stall", "dump_first", "dump_last"):
             getattr(self.dut, name).value = 0
         self.dut.desc_count.value = 0
         await self.reset()
@@ -156,11 +158,12 @@ class HarnessControl:
 
     async def run(self, descriptors: np.ndarray, budget: int,
                   watch: tuple[int, Callable[[], None]] | None = None):
-        """Run packed descriptors to their last status record. Returns the batch's
-        cycles, the status records (``uint8 [n, nbytes]``, completion order), the
-        counters' increase and the wall time. Raises :class:`ChipHung` past
-        ``budget`` cycles (stretched by the stall level). ``watch`` = (cycles, check):
-        ``check`` is called every that many cycles of the batch (it may raise)."""
+        """Run packed descriptors to their last status record, or until the chip raises
+        its error flag. Returns the batch's cycles, the status records (``uint8 [n,
+        nbytes]``, completion order), the counters' increase, the wall time and the
+        chip's error flags (0: none). Raises :class:`ChipHung` past ``budget`` cycles
+        (stretched by the stall levels). ``watch`` = (cycles, check): ``check`` is called
+        every that many cycles of the batch (it may raise)."""
         dut = self.dut
         descs = to_ints(descriptors)
         n = len(descs)
@@ -172,18 +175,20 @@ class HarnessControl:
         for i, d in enumerate(descs):
             src[i].value = d
         before = self.counters()
-        dut.stall.value = self.stall
+        stalls = (self.read_stall, self.write_stall, self.xchg_stall)
+        dut.read_stall.value, dut.write_stall.value, dut.xchg_stall.value = stalls
         dut.desc_count.value = n
         dut.start.value = 1
         await RisingEdge(dut.clk)
         dut.start.value = 0
         await RisingEdge(dut.clk)  # the start pulse has cleared `received`
         t0 = time.perf_counter()
-        stretched = budget * 256 // max(1, 256 - self.stall)
+        stretched = budget * 256 // max(1, 256 - max(stalls))
         limit = Timer(CLOCK_PERIOD_NS * stretched, unit="ns")
-        while int(dut.received.value) != n:
+        while int(dut.received.value) != n and not int(dut.error.value):
             tick = Timer(CLOCK_PERIOD_NS * watch[0], unit="ns") if watch else None
-            fired = await First(RisingEdge(dut.done), limit, *([tick] if tick else []))
+            fired = await First(RisingEdge(dut.done), ValueChange(dut.error), limit,
+                                *([tick] if tick else []))
             if fired is tick:
                 watch[1]()
             elif fired is limit:
@@ -193,10 +198,11 @@ class HarnessControl:
         await ClockCycles(dut.clk, 1)
         seconds = time.perf_counter() - t0
         sink = self.harness.status_sink.mem
-        status = from_ints([int(sink[i].value) for i in range(n)], self.status_bytes)
+        done = int(dut.received.value)
+        status = from_ints([int(sink[i].value) for i in range(done)], self.status_bytes)
         after = self.counters()
         deltas = {k: after[k] - before[k] for k in COUNTERS if k != "cycles"}
-        return int(dut.elapsed.value), status, deltas, seconds
+        return int(dut.elapsed.value), status, deltas, seconds, int(dut.error.value)
 
 
 class InSimulatorChip:
@@ -215,10 +221,11 @@ class InSimulatorChip:
         self.control.write(addr, words)
 
     def run(self, descriptors: np.ndarray, *, budget: int, label: str) -> BatchResult:
-        cycles, status, counters, seconds = self._run(descriptors, budget)
+        cycles, status, counters, seconds, error = self._run(descriptors, budget)
         lay = self.control.lay
         return BatchResult(cycles=cycles, counters=counters, device_seconds=seconds,
-                           status=[StatusRecord.decode(lay, w) for w in to_ints(status)])
+                           status=[StatusRecord.decode(lay, w) for w in to_ints(status)],
+                           error=error)
 
     def read(self, addr: int, count: int) -> np.ndarray:
         return self._read(addr, count)

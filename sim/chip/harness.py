@@ -7,13 +7,13 @@ sets ``desc_count``, pulses ``start`` and waits for ``received`` status records.
 
 Ports: ``mem_load`` / ``mem_dump`` with ``dump_first`` / ``dump_last`` (bulk transfers
 between the memory model and files, see ``mixgcn_memory.v``), ``desc_count``, ``start``,
-``stall`` (random memory stalls, 0..255 of 256),
-``received``, ``done`` (all status records in), ``elapsed`` (the batch's cycles); the
-chip's counters (``cycles``, ``issued``, ``completed``, ``idle``,
-engine counters) pass through. The memory model is instance ``mem`` (array ``mem``),
-the descriptor memory ``desc_src.mem``, the status memory ``status_sink.mem``. With
+``read_stall`` / ``write_stall`` / ``xchg_stall`` (random stalls, see
+:class:`ChipHarness`), ``received``, ``done`` (all status records in), ``elapsed`` (the
+batch's cycles); the chip's ``idle``, ``error`` and counters (:func:`flat_counters`)
+pass through. The memory model is instance ``mem`` (array ``mem``), the descriptor
+memory ``desc_src.mem``, the status memory ``status_sink.mem``. With
 ``loopback=False`` the chip's exchange port is exposed and the harness closes it
-through a wire that stalls at random like the memory (``stall``).
+through a wire that stalls at random (``xchg_stall``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import ChipConfig
-from mixgcn.hdl.chip import ENGINE_COUNTERS, READ_CHANNELS, WRITE_CHANNELS, Chip
+from mixgcn.hdl.chip import READ_CHANNELS, WRITE_CHANNELS, Chip
 
 __all__ = ["MEMORY_MODEL", "TOP", "ChipHarness", "MemorySink", "MemorySource", "clocked_top",
            "harness_verilog"]
@@ -97,25 +97,36 @@ class MemorySink(wiring.Component):
         return m
 
 
+def flat_counters(chip: Chip) -> dict:
+    """The chip's counters by flat name (``cycles``, ``sae_busy_cycles``, ...): the names
+    the harness gives its ports and the device protocol its counters."""
+    return {"_".join(path): value
+            for path, _, value in chip.counters.signature.flatten(chip.counters)}
+
+
 class ChipHarness(wiring.Component):
     """The chip, its memory model, a descriptor source and a status sink (module
-    docstring). ``desc_depth``: descriptors (and status records) a batch may hold."""
+    docstring). ``desc_depth``: descriptors (and status records) a batch may hold;
+    ``seed``: of the memory model's and the exchange wire's stall generators.
 
-    def __init__(self, config: ChipConfig, desc_depth: int = 4096, loopback: bool = True):
+    Stalls, each 0..255 of 256 cycles, drawn independently: ``read_stall`` — the read
+    channels refuse requests (the chip's inputs starve); ``write_stall`` — the write
+    channels refuse writes (backpressure on its outputs); ``xchg_stall`` — the exchange
+    wire, with ``loopback=False``, holds rows back (both)."""
+
+    def __init__(self, config: ChipConfig, desc_depth: int = 4096, loopback: bool = True,
+                 seed: int = 0xACE1):
         self.config, self.desc_depth, self.loopback = config, desc_depth, loopback
+        self.seed = seed
         self.chip = Chip(config, loopback=loopback)
-        counters = {"cycles": Out(self.chip.cycles.shape()), "issued": Out(32),
-                    "completed": Out(32), "idle": Out(1),
-                    "load_cycles": Out(self.chip.load_cycles.shape())}
-        for eng in ("sae", "dce"):
-            for n in ENGINE_COUNTERS:
-                counters[f"{eng}_{n}"] = Out(getattr(self.chip, f"{eng}_{n}").shape())
+        counters = {n: Out(len(v)) for n, v in flat_counters(self.chip).items()}
         aw = config.addr_width
         super().__init__({"mem_load": In(1), "mem_dump": In(1), "dump_first": In(aw),
-                          "dump_last": In(aw),
-                          "desc_count": In(32), "start": In(1), "stall": In(8),
-                          "received": Out(32), "done": Out(1),
-                          "elapsed": Out(self.chip.cycles.shape()), **counters})
+                          "dump_last": In(aw), "desc_count": In(32), "start": In(1),
+                          "read_stall": In(8), "write_stall": In(8), "xchg_stall": In(8),
+                          "received": Out(32), "done": Out(1), "idle": Out(1),
+                          "error": Out(self.chip.error.shape().size),
+                          "elapsed": Out(len(self.chip.counters.cycles)), **counters})
 
     def elaborate(self, platform):
         c, chip = self.config, self.chip
@@ -129,34 +140,35 @@ class ChipHarness(wiring.Component):
         m.d.comb += [src.count.eq(self.desc_count), src.period.eq(self.desc_depth),
                      src.start.eq(self.start), sink.period.eq(self.desc_depth),
                      sink.start.eq(self.start), self.received.eq(sink.received),
-                     self.done.eq(sink.received == self.desc_count)]
+                     self.done.eq(sink.received == self.desc_count),
+                     self.idle.eq(chip.idle), self.error.eq(chip.error.as_value())]
         # the batch's length: cycles from the start pulse to its last status record
         with m.If(self.start):
             m.d.sync += self.elapsed.eq(0)
         with m.Elif(~self.done):
             m.d.sync += self.elapsed.eq(self.elapsed + 1)
-        for name in ("cycles", "issued", "completed", "idle", "load_cycles",
-                     *(f"{e}_{n}" for e in ("sae", "dce") for n in ENGINE_COUNTERS)):
-            m.d.comb += getattr(self, name).eq(getattr(chip, name))
+        for name, value in flat_counters(chip).items():
+            m.d.comb += getattr(self, name).eq(value)
 
         if not self.loopback:
             # the chip's exchange port exposed: the harness closes it through a wire that
-            # stalls with the memory's probability (a one-chip stand-in for the fabric)
-            lfsr = Signal(16, init=0xB5E1)
+            # stalls at random (a one-chip stand-in for the fabric)
+            lfsr = Signal(16, init=(self.seed * 0x9E37 + 0xB5E1) % 0xFFFF + 1)
             m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[2] ^ lfsr[3] ^ lfsr[5]))
-            go = lfsr[:8] >= self.stall
+            go = lfsr[:8] >= self.xchg_stall
             m.d.comb += [chip.xchg_i.valid.eq(chip.xchg_o.valid & go),
                          chip.xchg_o.ready.eq(chip.xchg_i.ready & go),
                          chip.xchg_i.payload.eq(chip.xchg_o.payload)]
 
         aw, mw, nr, nw = c.addr_width, lay.mem_width, len(READ_CHANNELS), len(WRITE_CHANNELS)
-        rd = [getattr(chip, f"rd_{n}") for n in READ_CHANNELS]
-        wr = [getattr(chip, f"wr_{n}").wr for n in WRITE_CHANNELS]
+        rd = [getattr(chip.memory, n) for n in READ_CHANNELS]
+        wr = [getattr(chip.memory, n).wr for n in WRITE_CHANNELS]
         req_ready, resp_valid = Signal(nr), Signal(nr)
         resp_data, wr_ready = Signal(nr * mw), Signal(nw)
         m.submodules.mem = Instance(
-            "mixgcn_memory", p_AW=aw, p_MW=mw, p_NR=nr, p_NW=nw,
-            i_clk=ClockSignal(), i_rst=ResetSignal(), i_stall=self.stall,
+            "mixgcn_memory", p_AW=aw, p_MW=mw, p_NR=nr, p_NW=nw, p_SEED=self.seed,
+            i_clk=ClockSignal(), i_rst=ResetSignal(), i_rd_stall=self.read_stall,
+            i_wr_stall=self.write_stall,
             i_rd_req_valid=Cat(r.req.valid for r in rd), o_rd_req_ready=req_ready,
             i_rd_req_addr=Cat(r.req.payload for r in rd),
             o_rd_resp_valid=resp_valid, o_rd_resp_data=resp_data,
@@ -203,7 +215,7 @@ def clocked_top(harness: ChipHarness) -> str:
     return "\n".join(lines)
 
 
-def harness_verilog(config: ChipConfig, loopback: bool = True,
+def harness_verilog(config: ChipConfig, loopback: bool = True, seed: int = 0xACE1,
                     on_generate: Callable[[], None] | None = None) -> str:
     """Verilog of the harness (module ``chip_harness``) with the memory model and its
     clocked top (module :data:`TOP`), cached under the build folder by a hash of the
@@ -217,7 +229,7 @@ def harness_verilog(config: ChipConfig, loopback: bool = True,
     import mixgcn.hdl
     from mixgcn.sim.build import build_root
 
-    h = hashlib.sha256(repr((config, loopback, amaranth.__version__)).encode())
+    h = hashlib.sha256(repr((config, loopback, seed, amaranth.__version__)).encode())
     for src in [*sorted(Path(mixgcn.hdl.__file__).parent.glob("*.py")), Path(__file__),
                 Path(mixgcn.gen.config.__file__), MEMORY_MODEL]:
         h.update(src.read_bytes())
@@ -226,7 +238,7 @@ def harness_verilog(config: ChipConfig, loopback: bool = True,
         return cached.read_text()
     if on_generate is not None:
         on_generate()
-    harness = ChipHarness(config, loopback=loopback)
+    harness = ChipHarness(config, loopback=loopback, seed=seed)
     text = verilog.convert(harness, name="chip_harness", emit_src=False)
     text += "\n" + MEMORY_MODEL.read_text() + "\n" + clocked_top(harness)
     cached.parent.mkdir(parents=True, exist_ok=True)

@@ -3,9 +3,11 @@
 // after the request is taken; responses are never stalled. Python loads and reads the
 // array `mem` in bulk through the simulator; nothing here waits on Python.
 //
-// Random stalls: with `stall` = s, each channel refuses a request (or a write) in a
-// cycle with probability s/256, drawn from its own 16-bit LFSR, so testbenches get
-// seeded random backpressure on every channel at full simulation speed.
+// Random stalls: with `rd_stall` = s, each read channel refuses a request in a cycle
+// with probability s/256; with `wr_stall` = s, each write channel refuses a write. Each
+// channel draws from its own 16-bit LFSR seeded from SEED, so testbenches get seeded
+// random stalls on the chip's inputs and backpressure on its outputs, independently,
+// at full simulation speed.
 //
 // Bulk transfers: a cycle with `load` reads the hex file named by the plusarg
 // +MIXGCN_MEM_LOAD= (`@address` lines place the words) into the array; a cycle with
@@ -20,7 +22,8 @@ module mixgcn_memory #(
 ) (
     input                   clk,
     input                   rst,
-    input      [7:0]        stall,
+    input      [7:0]        rd_stall,
+    input      [7:0]        wr_stall,
     input      [NR-1:0]     rd_req_valid,
     output     [NR-1:0]     rd_req_ready,
     input      [NR*AW-1:0]  rd_req_addr,
@@ -49,10 +52,10 @@ module mixgcn_memory #(
     genvar g;
     generate
         for (g = 0; g < NR; g = g + 1) begin : rd
-            assign rd_req_ready[g] = lfsr[16*g +: 8] >= stall;
+            assign rd_req_ready[g] = lfsr[16*g +: 8] >= rd_stall;
         end
         for (g = 0; g < NW; g = g + 1) begin : wr
-            assign wr_ready[g] = lfsr[16*(NR+g) +: 8] >= stall;
+            assign wr_ready[g] = lfsr[16*(NR+g) +: 8] >= wr_stall;
         end
     endgenerate
 

@@ -158,10 +158,12 @@ class SimulatedChip:
             dict(op="run", count=len(descriptors), budget=int(budget)), descriptors,
             doing=f"running {label} ({len(descriptors)} descriptors)",
             timeout=self.timeouts.reply_seconds(budget))
-        status = self._words(blob, self.status_bytes, len(descriptors), "status records")
+        done = int(reply.get("completed", len(descriptors)))
+        status = self._words(blob, self.status_bytes, done, "status records")
         return BatchResult(cycles=int(reply["cycles"]), counters=dict(reply["counters"]),
                            device_seconds=float(reply["device_seconds"]),
-                           status=[StatusRecord.decode(self._lay, w) for w in to_ints(status)])
+                           status=[StatusRecord.decode(self._lay, w) for w in to_ints(status)],
+                           error=int(reply.get("error", 0)))
 
     def read(self, addr: int, count: int) -> np.ndarray:
         _, blob = self._request(dict(op="read", addr=int(addr), count=int(count)),

@@ -10,7 +10,8 @@ simulation waits with it, so no simulated time passes between batches.
 Operations: ``hello`` (the chip's word sizes and configuration), ``write`` (``addr``,
 ``count``; blob: the words), ``read`` (``addr``, ``count``; reply blob: the words),
 ``run`` (``count``, ``budget``; blob: descriptors; reply: ``cycles``, ``counters``,
-``device_seconds``, blob: status records), ``counters``, ``reset``, ``close``. Any
+``device_seconds``, ``error`` (the chip's error flags), ``completed``; blob: the status
+records), ``counters``, ``reset``, ``close``. Any
 exception becomes an error reply; the server keeps serving. It ends when the host asks
 it to or closes the connection, and when the host process is gone (checked every
 :data:`WATCH_CYCLES` cycles of a running batch too, so a long batch never leaves it
@@ -64,10 +65,10 @@ class ChipServer:
             return dict(ok=True, count=len(words)), words.tobytes()
         if op == "run":
             descs = words_from_blob(blob, self.desc_bytes, int(req["count"]), "run")
-            cycles, status, counters, seconds = await chip.run(
+            cycles, status, counters, seconds, error = await chip.run(
                 descs, int(req["budget"]), watch=(WATCH_CYCLES, self._watch))
-            return dict(ok=True, cycles=cycles, counters=counters,
-                        device_seconds=seconds), status.tobytes()
+            return dict(ok=True, cycles=cycles, counters=counters, device_seconds=seconds,
+                        error=error, completed=len(status)), status.tobytes()
         if op == "counters":
             return dict(ok=True, counters=chip.counters()), b""
         if op == "reset":

@@ -1,11 +1,12 @@
 """cocotb tests of the chip (:class:`~mixgcn.sim.chip.harness.ChipHarness`): every kernel
-and both pipelined directions bit for bit against the golden backend, with and without
-random stalls on every memory channel; descriptor corner cases; reset in the middle of
-a batch. The chip is driven by the host's own driver
+and both pipelined directions bit for bit against the golden backend, without stalls and
+with random input stalls (read channels), output backpressure (write channels) and
+exchange-wire stalls, crossed; descriptor corner cases; a broken exchange contract
+reported as an error; reset in the middle of a batch. The chip is driven by the host's own driver
 (:class:`~mixgcn.host.chip_driver.ChipBackend`), which runs in a thread beside the
 simulation (``cocotb.task.bridge``) on an :class:`~mixgcn.sim.chip.control.InSimulatorChip`.
 The configuration arrives as a name from :data:`SIM_CONFIGS` in ``MIXGCN_CHIP``, the
-seed in ``MIXGCN_SEED``."""
+seed in ``MIXGCN_SEED`` (the harness's stall generators have theirs built in)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from mixgcn.golden import fixed
 from mixgcn.golden.backend import GoldenBackend, NumberFormat, Stage
 from mixgcn.hdl.chip import Unit
 from mixgcn.host.chip_driver import ChipBackend
+from mixgcn.host.device import DeviceError
 from mixgcn.sim.chip.control import HarnessControl, InSimulatorChip
 
 # the configurations the tests run: the tiny preset, and one with every buffer at its
@@ -149,11 +151,17 @@ async def kernels_match_golden(dut):
     await bridge(check_kernels)(chip, np.random.default_rng(SEED), "no stalls")
 
 
+# (read, write, exchange) stall levels in 256ths: inputs starved, outputs held back, both
+STALLS = [(140, 0, 0), (0, 140, 100), (140, 140, 200)]
+
+
 @cocotb.test()
-async def kernels_match_golden_with_memory_stalls(dut):
+@cocotb.parametrize(stalls=STALLS)
+async def kernels_match_golden_with_stalls(dut, stalls):
     control, chip = await setup(dut)
-    control.stall = 140  # each channel refuses ~55 % of cycles
-    await bridge(check_kernels)(chip, np.random.default_rng(SEED + 1), "stalls")
+    control.read_stall, control.write_stall, control.xchg_stall = stalls
+    await bridge(check_kernels)(chip, np.random.default_rng(SEED + 1 + sum(stalls)),
+                                f"stalls {stalls}")
 
 
 def corner_cases(control: HarnessControl, chip: ChipBackend, rng):
@@ -201,8 +209,51 @@ def corner_cases(control: HarnessControl, chip: ChipBackend, rng):
 @cocotb.test()
 async def descriptor_corner_cases(dut):
     control, chip = await setup(dut)
-    control.stall = 60
+    control.read_stall, control.write_stall = 60, 30
     await bridge(corner_cases)(control, chip, np.random.default_rng(SEED + 2))
+
+
+def broken_contract(chip: ChipBackend, rng, producers: bool):
+    """Two producers (an SPMM and a GEMM both routing rows into the exchange) or two
+    consumers (a LOAD and a GEMM both taking rows from it) in one batch."""
+    n, k, L = 12, 9, CONFIG.lanes
+    s = sparse(rng, n, k)
+    batch, _, _ = chip.layout_spmm(s, values(rng, (k, L)), Stage(10))
+    loads = [d for d in batch.descs
+             if chip.lay.desc_layout.from_bits(d).unit == Unit.LOAD]
+    spmm = [d for d in batch.descs if chip.lay.desc_layout.from_bits(d).unit == Unit.SPMM]
+    for addr, words in batch.writes:
+        chip.device.write(addr, words)
+    gemm = dict(unit=Unit.GEMM, op=0, rows=n, k=1, m=1, shift=0, src_len=n, b_len=1)
+    if producers:
+        f = chip.lay.desc_layout.from_bits(spmm[0])
+        spmm = [chip.descriptor(Unit.SPMM, bank=0, rows=n, src=int(f.src),
+                                src_len=int(f.src_len), to_xchg=1)]
+        descs = loads + spmm + [chip.descriptor(**gemm, to_xchg=1)]
+        want = "both engines routed rows into the exchange at once"
+    else:
+        descs = [chip.descriptor(Unit.LOAD, bank=1, rows=n, from_xchg=1),
+                 chip.descriptor(**gemm, from_xchg=1, to_mem=1)]
+        want = "both engine inputs took rows from the exchange at once"
+    try:
+        chip.run_descriptors(descs, "a broken contract")
+        raise AssertionError("a broken exchange contract went unreported")
+    except DeviceError as e:
+        assert f"the exchange router stopped a broken contract: {want}" in str(e), e
+
+
+@cocotb.test()
+@cocotb.parametrize(producers=[True, False])
+async def broken_exchange_contract_is_an_error(dut, producers):
+    control, chip = await setup(dut)
+    await bridge(broken_contract)(chip, np.random.default_rng(SEED + 5), producers)
+    assert int(dut.error.value), "the error flag is sticky"
+    await control.reset()
+    assert not int(dut.error.value), "a reset clears the error flag"
+    s = sparse(np.random.default_rng(SEED + 6), 9, 7)
+    x = values(np.random.default_rng(SEED + 7), (7, 3))
+    got = (await bridge(chip.run_spmm)(s, x, Stage(14)))[0]
+    same(got.rows, GOLDEN.spmm(s, x, Stage(14)).rows, "spmm after a broken contract")
 
 
 @cocotb.test()
@@ -239,7 +290,8 @@ def stress(control: HarnessControl, chip: ChipBackend, rng):
     over a multiple of the lanes), random stall levels, each checked against golden."""
     L = CONFIG.lanes
     for it in range(20):
-        control.stall = int(rng.choice([0, 40, 120, 200]))
+        control.read_stall, control.write_stall, control.xchg_stall = (
+            int(v) for v in rng.choice([0, 40, 120, 200], size=3))
         n, k = int(rng.integers(1, 40)), int(rng.integers(1, 30))
         s = sp.random_array((n, k), density=float(rng.uniform(0, 0.6)), rng=rng,
                             format="csr")
@@ -247,7 +299,8 @@ def stress(control: HarnessControl, chip: ChipBackend, rng):
         kind = str(rng.choice(["spmm", "gemm", "spmm_gemm", "gemm_spmm", "beside"]))
         shift, shift2 = int(rng.integers(0, 34)), int(rng.integers(0, 34))
         relu = bool(rng.random() < 0.5)
-        tag = f"stress {it} ({kind}, n={n}, k={k}, stall={control.stall})"
+        tag = (f"stress {it} ({kind}, n={n}, k={k}, stalls {control.read_stall}/"
+               f"{control.write_stall}/{control.xchg_stall})")
         if kind == "spmm":
             x = values(rng, (k, int(rng.integers(1, 3 * L + 2))))
             mask = (rng.random((n, x.shape[1])) < 0.5) if rng.random() < 0.5 else None

@@ -46,9 +46,14 @@ from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import DCEConfig
 from mixgcn.hdl.mac import MACCell
-from mixgcn.hdl.output_stage import OutputPath, engine_status_members, output_layout
+from mixgcn.hdl.output_stage import (
+    ActivityCounters,
+    OutputPath,
+    engine_status_members,
+    output_layout,
+)
 
-__all__ = ["DCELayouts", "DCEOp", "DenseCombinationEngine"]
+__all__ = ["DCELayouts", "DCEOp", "DenseCombinationEngine", "MACArray", "WeightStore"]
 
 
 class DCEOp(enum.Enum, shape=2):
@@ -76,11 +81,146 @@ class DCELayouts:
         self.out_layout = output_layout(c.width, c.cols)
 
 
+class WeightStore(wiring.Component):
+    """The weight stores: one memory per array row ``r``, ⌈max_k/R⌉ words of C weights.
+
+    ``start`` (one cycle) begins a load of the weights of an ``op`` (``XW``/``XWT``) of
+    reduction ``k`` and ``mcols`` output columns; each cycle ``valid`` writes ``word``
+    (a B-stream word): for ``XW`` word j goes to store j mod R, address j div R, all
+    columns; for ``XWT`` word (chunk, col) goes down column ``col`` of every store at
+    address chunk (the transposition happens here). ``done`` marks the last word.
+    ``addr`` reads chunk ``addr`` of every store: ``rows[r]`` one cycle later."""
+
+    def __init__(self, c: DCEConfig, b_layout):
+        self.config = c
+        row = data.ArrayLayout(signed(c.width), c.cols)
+        super().__init__({
+            "start": In(1), "op": In(DCEOp), "k": In(range(c.max_k + 1)),
+            "mcols": In(range(c.cols + 1)), "valid": In(1), "word": In(b_layout),
+            "done": Out(1), "addr": In(range(c.weight_depth)),
+            "rows": Out(data.ArrayLayout(row, c.rows)),
+        })
+
+    def elaborate(self, platform):
+        c = self.config
+        R, C = c.rows, c.cols
+        m = Module()
+        lane, chunk = Signal(range(R)), Signal(range(c.weight_depth + 1))  # next XW word
+        words = Signal(range(c.max_k + 1))
+        col = Signal(range(C + 1))  # next XWT column
+        last_chunk = (chunk + 1) * R >= self.k
+        for r in range(R):
+            mem = memory.Memory(shape=data.ArrayLayout(signed(c.width), C),
+                                depth=c.weight_depth, init=[])
+            m.submodules[f"store{r}"] = mem
+            rd, wr = mem.read_port(), mem.write_port(granularity=1)
+            m.d.comb += [rd.addr.eq(self.addr), self.rows[r].eq(rd.data), wr.addr.eq(chunk)]
+            with m.If(self.op == DCEOp.XW):
+                m.d.comb += [wr.en.eq(Mux(self.valid & (lane == r), (1 << C) - 1, 0)),
+                             wr.data.eq(Cat(*(self.word[x] for x in range(C))))]
+            with m.Else():
+                m.d.comb += [wr.en.eq(Mux(self.valid, Const(1, C) << col, 0)),
+                             wr.data.eq(Cat(*([self.word[r]] * C)))]
+        with m.If(self.start):
+            m.d.sync += [lane.eq(0), chunk.eq(0), words.eq(0), col.eq(0)]
+        with m.Elif(self.valid & (self.op == DCEOp.XW)):
+            m.d.comb += self.done.eq(words + 1 >= self.k)
+            m.d.sync += [words.eq(words + 1), lane.eq(Mux(lane == R - 1, 0, lane + 1)),
+                         chunk.eq(chunk + (lane == R - 1))]
+        with m.Elif(self.valid):
+            m.d.comb += self.done.eq((col + 1 == self.mcols) & last_chunk)
+            with m.If(col + 1 == self.mcols):
+                m.d.sync += [col.eq(0), chunk.eq(chunk + 1)]
+            with m.Else():
+                m.d.sync += col.eq(col + 1)
+        return m
+
+
+class MACArray(wiring.Component):
+    """The R × C MAC cells and the registers around them.
+
+    A word ``accept``-ed in cycle t (``a``: R values, of which lanes at or past ``k`` −
+    ``base`` are zeroed — past the reduction; ``b``: C values, used by ``XTG``; ``mask``:
+    the row's ReLU' bits) enters s1 at t+1;
+    the cells see s1 and ``weights`` (read from the store the cycle before) and add
+    their products two cycles later. ``XW``/``XWT``: a word with ``row_end`` completes
+    an output row, whose C column sums (over the R cells of each column) reach ``feed``
+    at t+4 (``first`` starts new sums). ``XTG`` (``xtg``): every word adds an outer
+    product into the R × C accumulators (``clear`` zeroes them), and ``drain`` (one
+    cycle) sends accumulator row ``drain_row`` to ``feed`` a cycle later (the last when
+    ``drain_row + 1 == k``). Columns at or past ``mcols`` leave as zeros. ``empty``: no
+    word in flight."""
+
+    def __init__(self, c: DCEConfig, in_layout):
+        self.config = c
+        R, C = c.rows, c.cols
+        super().__init__({
+            "accept": In(1), "first": In(1), "row_end": In(1), "last": In(1),
+            "a": In(data.ArrayLayout(signed(c.width), R)),
+            "b": In(data.ArrayLayout(signed(c.width), C)), "mask": In(C),
+            "weights": In(data.ArrayLayout(data.ArrayLayout(signed(c.width), C), R)),
+            "xtg": In(1), "clear": In(1), "mcols": In(range(C + 1)),
+            "base": In(range(c.max_k + R + 1)), "k": In(range(c.max_k + 1)),
+            "drain": In(1), "drain_row": In(range(R + 1)),
+            "feed": Out(in_layout), "feed_valid": Out(1), "empty": Out(1),
+        })
+
+    def elaborate(self, platform):
+        c = self.config
+        R, C = c.rows, c.cols
+        m = Module()
+        cells = [[MACCell(c.width, c.acc_width) for _ in range(C)] for _ in range(R)]
+        s1_valid, s1_first, s1_row_end, s1_last = Signal(), Signal(), Signal(), Signal()
+        s1_a, s1_b, s1_mask = Signal.like(self.a), Signal.like(self.b), Signal(C)
+        m.d.sync += [s1_valid.eq(self.accept), s1_first.eq(self.first),
+                     s1_row_end.eq(self.row_end), s1_last.eq(self.last)]
+        with m.If(self.accept):
+            m.d.sync += [s1_a[r].eq(Mux(self.base + r < self.k, self.a[r], 0)) for r in range(R)]
+            m.d.sync += [s1_b.eq(self.b), s1_mask.eq(self.mask)]
+        for r in range(R):
+            for x in range(C):
+                m.submodules[f"mac{r}_{x}"] = cell = cells[r][x]
+                m.d.comb += [cell.a.eq(s1_a[r]),
+                             cell.b.eq(Mux(self.xtg, s1_b[x], self.weights[r][x])),
+                             cell.en.eq(s1_valid), cell.first.eq(s1_first),
+                             cell.clear.eq(self.clear)]
+
+        # a row's end reaches the accumulators two cycles after s1
+        s2_end, s3_end, s2_last, s3_last = Signal(), Signal(), Signal(), Signal()
+        s2_mask, s3_mask = Signal(C), Signal(C)
+        m.d.sync += [s2_end.eq(s1_valid & s1_row_end), s3_end.eq(s2_end),
+                     s2_last.eq(s1_last), s3_last.eq(s2_last),
+                     s2_mask.eq(s1_mask), s3_mask.eq(s2_mask)]
+        m.d.comb += self.empty.eq(~(s1_valid | s2_end | s3_end))
+
+        col_sums = [sum(cells[r][x].acc for r in range(R)) for x in range(C)]
+        m.d.sync += self.feed_valid.eq(s3_end | self.drain)
+        with m.If(s3_end):
+            m.d.sync += [self.feed.acc[x].eq(Mux(x < self.mcols, col_sums[x], 0))
+                         for x in range(C)]
+            m.d.sync += [self.feed.mask.eq(s3_mask), self.feed.last.eq(s3_last)]
+        with m.Elif(self.drain):
+            for x in range(C):
+                row_sel = Signal(signed(c.acc_width), name=f"drain_sel{x}")
+                with m.Switch(self.drain_row):
+                    for r in range(R):
+                        with m.Case(r):
+                            m.d.comb += row_sel.eq(cells[r][x].acc)
+                m.d.sync += self.feed.acc[x].eq(Mux(x < self.mcols, row_sel, 0))
+            m.d.sync += [self.feed.mask.eq(0), self.feed.last.eq(self.drain_row + 1 == self.k)]
+        return m
+
+
 class DenseCombinationEngine(wiring.Component, DCELayouts):
-    def __init__(self, config: DCEConfig):
-        if not isinstance(config, DCEConfig):
-            self._MustUse__silence = True  # never built: no "unused elaboratable" warning
+    """See the module docstring: an :class:`OutputPath`, a :class:`WeightStore`, a
+    :class:`MACArray` and the state machine that sequences an operation."""
+
+    def __new__(cls, config, *args, **kwargs):
+        if not isinstance(config, DCEConfig):  # refused before it is an elaboratable
             raise TypeError(f"expected a DCEConfig, got {config!r}")
+        return super().__new__(cls)
+
+    def __init__(self, config: DCEConfig):
         self.config = c = config
         DCELayouts.__init__(self, c)
         super().__init__({
@@ -96,228 +236,94 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         c = self.config
         R, C = c.rows, c.cols
         m = Module()
-
-        # ---------------------------------------------------------------- command
-        op = Signal(DCEOp)
-        rows_left = Signal(32)
-        k = Signal(range(c.max_k + 1))
-        mcols = Signal(range(C + 1))
-        shift = Signal(range(c.acc_width))
-        relu = Signal()
-        mask_en = Signal()
-
-        # ------------------------------------------------------------ submodules
         m.submodules.out = path = OutputPath(
             lanes=C, width=c.width, acc_width=c.acc_width, depth=c.out_fifo_depth)
         wiring.connect(m, path.o, wiring.flipped(self.out))
-        m.d.comb += [
-            path.shift.eq(shift), path.relu.eq(relu), path.mask_en.eq(mask_en),
-            self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated),
-        ]
+        m.submodules.weights = store = WeightStore(c, self.b_layout)
+        m.submodules.array = array = MACArray(c, path.in_layout)
+        m.submodules.counters = counters = ActivityCounters(c.counter_width)
 
-        stores, reads, writes = [], [], []
-        for r in range(R):
-            mem = memory.Memory(shape=data.ArrayLayout(signed(c.width), C),
-                                depth=c.weight_depth, init=[])
-            m.submodules[f"wstore{r}"] = mem
-            stores.append(mem)
-            reads.append(mem.read_port())
-            writes.append(mem.write_port(granularity=1))
-
-        cells = [[MACCell(c.width, c.acc_width) for _ in range(C)] for _ in range(R)]
-        for r in range(R):
-            for col in range(C):
-                m.submodules[f"mac{r}_{col}"] = cells[r][col]
-
-        # a row may enter the pipeline only with the output path's credit
-        commit, credit = path.commit, path.credit
-
-        # ------------------------------------------------------- input control
-        # `base` = index of the first reduction element of the current chunk
-        base = Signal(range(c.max_k + c.rows + 1))
-        words = Signal(range(c.max_k + 1))  # weight words loaded (XW)
+        op, rows_left, k = Signal(DCEOp), Signal(32), Signal(range(c.max_k + 1))
+        mcols, drain_row = Signal(range(C + 1)), Signal(range(R + 1))
+        base = Signal(range(c.max_k + R + 1))  # the first reduction index of this chunk
         chunk = Signal(range(c.weight_depth + 1))
-        col = Signal(range(C + 1))
         last_chunk = base + R >= k
-        drain_row = Signal(range(R + 1))
-
-        accept = Signal()  # an `a` word (and for XTG a `b` word) enters the pipeline
-        first = Signal()
-        row_end = Signal()  # the accepted word completes an output row (XW/XWT)
-        want = Signal()  # the state has work it would do now (for the counters)
-        blocked = Signal()
-        moved = Signal()
-
-        lane_ok = Cat(*(base + r < k for r in range(R)))
-        a_masked = [Mux(lane_ok[r], self.a.payload[r], 0) for r in range(R)]
-
-        # pipeline registers: s1 (memory read in flight), then the cells' own two stages
-        s1_valid, s1_first, s1_row_end, s1_last = Signal(), Signal(), Signal(), Signal()
-        s1_a = Signal(data.ArrayLayout(signed(c.width), R))
-        s1_b = Signal(data.ArrayLayout(signed(c.width), C))
-        s1_mask = Signal(C)
-        m.d.sync += [
-            s1_valid.eq(accept), s1_first.eq(first), s1_row_end.eq(row_end),
-            s1_last.eq(row_end & (rows_left == 1)),
-        ]
-        with m.If(accept):
-            m.d.sync += [s1_a[r].eq(a_masked[r]) for r in range(R)]
-            m.d.sync += [s1_b[x].eq(self.b.payload[x]) for x in range(C)]
-            m.d.sync += s1_mask.eq(Mux(mask_en, self.mask.payload, 0))
-
-        # cells see s1; the row's end reaches the accumulators two cycles later
-        s2_end, s3_end = Signal(), Signal()
-        s2_last, s3_last = Signal(), Signal()
-        s2_mask, s3_mask = Signal(C), Signal(C)
-        m.d.sync += [s2_end.eq(s1_valid & s1_row_end), s3_end.eq(s2_end),
-                     s2_last.eq(s1_last), s3_last.eq(s2_last),
-                     s2_mask.eq(s1_mask), s3_mask.eq(s2_mask)]
-        pipeline_empty = ~(s1_valid | s2_end | s3_end)
-
-        clear = Signal()
-        for r in range(R):
-            for x in range(C):
-                cell = cells[r][x]
-                m.d.comb += [
-                    cell.a.eq(s1_a[r]),
-                    cell.b.eq(Mux(op == DCEOp.XTG, s1_b[x], reads[r].data[x])),
-                    cell.en.eq(s1_valid),
-                    cell.first.eq(s1_first),
-                    cell.clear.eq(clear),
-                ]
-            m.d.comb += reads[r].addr.eq(chunk)
-
-        # output-stage feed: column sums (XW/XWT) or an accumulator row (XTG drain)
-        col_sums = [sum(cells[r][x].acc for r in range(R)) for x in range(C)]
-        drain = Signal()
-        feed = Signal(path.in_layout)
-        feed_valid = Signal()
-        m.d.sync += feed_valid.eq(s3_end | drain)
-        # columns past the tile's width m hold stale weights: they leave as zeros
-        with m.If(s3_end):
-            m.d.sync += [feed.acc[x].eq(Mux(x < mcols, col_sums[x], 0)) for x in range(C)]
-            m.d.sync += [feed.mask.eq(s3_mask), feed.last.eq(s3_last)]
-        with m.Elif(drain):
-            row_sel = [Signal(signed(c.acc_width), name=f"drain_sel{x}") for x in range(C)]
-            for x in range(C):
-                with m.Switch(drain_row):
-                    for r in range(R):
-                        with m.Case(r):
-                            m.d.comb += row_sel[x].eq(cells[r][x].acc)
-            m.d.sync += [feed.acc[x].eq(Mux(x < mcols, row_sel[x], 0)) for x in range(C)]
-            m.d.sync += [feed.mask.eq(0), feed.last.eq(drain_row + 1 == k)]
-        m.d.comb += [path.i_valid.eq(feed_valid), path.i.eq(feed)]
-
-        # ------------------------------------------------------------ controller
+        need_mask = path.mask_en & last_chunk
+        inputs_ok = self.a.valid & (~need_mask | self.mask.valid)
+        self._datapath(m, path, store, array, op=op, k=k, mcols=mcols, base=base,
+                       chunk=chunk, drain_row=drain_row, last=rows_left == 1)
+        want, moved, blocked = Signal(), Signal(), Signal()
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += [self.cmd.ready.eq(1), self.idle.eq(pipeline_empty)]
+                p = self.cmd.payload
+                m.d.comb += [self.cmd.ready.eq(1), self.idle.eq(array.empty)]
                 with m.If(self.cmd.valid):
-                    p = self.cmd.payload
-                    m.d.sync += [
-                        op.eq(p.op), rows_left.eq(p.rows), k.eq(p.k), mcols.eq(p.m),
-                        shift.eq(p.shift), relu.eq(p.relu),
-                        mask_en.eq(p.mask & (p.op != DCEOp.XTG)),
-                        base.eq(0), chunk.eq(0), col.eq(0), drain_row.eq(0), words.eq(0),
-                    ]
-                    m.d.comb += path.clear.eq(1)
+                    m.d.sync += [op.eq(p.op), rows_left.eq(p.rows), k.eq(p.k), mcols.eq(p.m),
+                                 path.shift.eq(p.shift), path.relu.eq(p.relu),
+                                 path.mask_en.eq(p.mask & (p.op != DCEOp.XTG)),
+                                 base.eq(0), chunk.eq(0), drain_row.eq(0)]
+                    m.d.comb += [path.clear.eq(1), store.start.eq(1)]
                     with m.If(p.op == DCEOp.XTG):
-                        m.d.comb += clear.eq(1)
+                        m.d.comb += array.clear.eq(1)
                         m.next = "REDUCE"
                     with m.Else():
                         m.next = "LOAD"
-
             with m.State("LOAD"):
-                # XW: word j -> store j % R, address j // R, all columns.
-                # XWT: word (chunk, col) -> every store, address chunk, column col.
-                m.d.comb += [want.eq(1), self.b.ready.eq(1)]
-                with m.If(self.b.valid):
-                    m.d.comb += moved.eq(1)
-                    with m.If(op == DCEOp.XW):
-                        for r in range(R):
-                            m.d.comb += [
-                                writes[r].addr.eq(chunk),
-                                writes[r].en.eq(Mux(base == r, (1 << C) - 1, 0)),
-                                writes[r].data.eq(Cat(*(self.b.payload[x]
-                                                        for x in range(C)))),
-                            ]
-                        with m.If(base == R - 1):
-                            m.d.sync += [base.eq(0), chunk.eq(chunk + 1)]
-                        with m.Else():
-                            m.d.sync += base.eq(base + 1)
-                        m.d.sync += words.eq(words + 1)
-                        with m.If(words + 1 >= k):
-                            m.d.sync += [base.eq(0), chunk.eq(0)]
-                            m.next = "STREAM"
-                    with m.Else():
-                        for r in range(R):
-                            m.d.comb += [
-                                writes[r].addr.eq(chunk),
-                                writes[r].en.eq(Const(1, C) << col),
-                                writes[r].data.eq(Cat(*([self.b.payload[r]] * C))),
-                            ]
-                        with m.If(col + 1 == mcols):
-                            m.d.sync += [col.eq(0), chunk.eq(chunk + 1), base.eq(base + R)]
-                            with m.If(last_chunk):
-                                m.d.sync += [base.eq(0), chunk.eq(0)]
-                                m.next = "STREAM"
-                        with m.Else():
-                            m.d.sync += col.eq(col + 1)
-
+                m.d.comb += [want.eq(1), self.b.ready.eq(1), store.valid.eq(self.b.valid),
+                             moved.eq(self.b.valid)]
+                with m.If(store.done):
+                    m.next = "STREAM"
             with m.State("STREAM"):
-                need_mask = mask_en & last_chunk
-                inputs_ok = self.a.valid & (~need_mask | self.mask.valid)
-                room = ~last_chunk | credit
-                m.d.comb += [want.eq(1), blocked.eq(inputs_ok & ~room)]
-                with m.If(inputs_ok & room):
-                    m.d.comb += [
-                        accept.eq(1), moved.eq(1), first.eq(base == 0), row_end.eq(last_chunk),
-                        commit.eq(last_chunk), self.a.ready.eq(1),
-                        self.mask.ready.eq(need_mask),
-                    ]
-                    with m.If(last_chunk):
-                        m.d.sync += [base.eq(0), chunk.eq(0), rows_left.eq(rows_left - 1)]
-                        with m.If(rows_left == 1):
-                            m.next = "FLUSH"
-                    with m.Else():
-                        m.d.sync += [base.eq(base + R), chunk.eq(chunk + 1)]
+                m.d.comb += [want.eq(1), blocked.eq(inputs_ok & ~(~last_chunk | path.credit))]
+                with m.If(inputs_ok & (~last_chunk | path.credit)):
+                    m.d.comb += [array.accept.eq(1), moved.eq(1), array.first.eq(base == 0),
+                                 array.row_end.eq(last_chunk), path.commit.eq(last_chunk),
+                                 self.a.ready.eq(1), self.mask.ready.eq(need_mask)]
+                    m.d.sync += [base.eq(Mux(last_chunk, 0, base + R)),
+                                 chunk.eq(Mux(last_chunk, 0, chunk + 1)),
+                                 rows_left.eq(rows_left - last_chunk)]
+                    with m.If(last_chunk & (rows_left == 1)):
+                        m.next = "FLUSH"
                 with m.If(rows_left == 0):
                     m.next = "FLUSH"
-
             with m.State("REDUCE"):
                 m.d.comb += want.eq(rows_left != 0)
                 with m.If(rows_left == 0):
-                    with m.If(pipeline_empty):
+                    with m.If(array.empty):
                         m.next = "DRAIN"
                 with m.Elif(self.a.valid & self.b.valid):
-                    m.d.comb += [accept.eq(1), moved.eq(1), self.a.ready.eq(1),
+                    m.d.comb += [array.accept.eq(1), moved.eq(1), self.a.ready.eq(1),
                                  self.b.ready.eq(1)]
                     m.d.sync += rows_left.eq(rows_left - 1)
-
             with m.State("DRAIN"):
-                m.d.comb += [want.eq(1), blocked.eq(~credit)]
-                with m.If(credit):
-                    m.d.comb += [drain.eq(1), commit.eq(1), moved.eq(1)]
+                m.d.comb += [want.eq(1), blocked.eq(~path.credit)]
+                with m.If(path.credit):
+                    m.d.comb += [array.drain.eq(1), path.commit.eq(1), moved.eq(1)]
                     m.d.sync += drain_row.eq(drain_row + 1)
                     with m.If(drain_row + 1 >= k):
                         m.next = "FLUSH"
-
             with m.State("FLUSH"):
-                # wait for the last rows to pass the output stage's input, so its
-                # settings and statistics belong to this operation alone
-                with m.If(pipeline_empty & ~feed_valid):
+                # the last rows pass the output stage's input first, so its settings and
+                # statistics belong to this operation alone
+                with m.If(array.empty & ~array.feed_valid):
                     m.next = "IDLE"
 
-        # ------------------------------------------------------------- counters
-        with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += self.op_cycles.eq(0)
-        with m.Elif(~self.cmd.ready):
-            m.d.sync += self.op_cycles.eq(self.op_cycles + 1)
-        with m.If(~self.cmd.ready):
-            with m.If(moved | ~want):
-                m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
-            with m.Elif(blocked):
-                m.d.sync += self.blocked_cycles.eq(self.blocked_cycles + 1)
-            with m.Else():
-                m.d.sync += self.starved_cycles.eq(self.starved_cycles + 1)
+        m.d.comb += [counters.start.eq(self.cmd.valid & self.cmd.ready),
+                     counters.active.eq(~self.cmd.ready), counters.moved.eq(moved | ~want),
+                     counters.blocked.eq(blocked), *counters.drive(self)]
         return m
+
+    def _datapath(self, m, path, store, array, *, op, k, mcols, base, chunk, drain_row, last):
+        """The operands' way through the engine: B words into the weight store, chunk
+        reads out of it, A words and masks into the array, its sums into the output
+        path, the path's statistics out."""
+        C = self.config.cols
+        m.d.comb += [
+            store.op.eq(op), store.k.eq(k), store.mcols.eq(mcols), store.word.eq(self.b.payload),
+            store.addr.eq(chunk), array.weights.eq(store.rows), array.xtg.eq(op == DCEOp.XTG),
+            array.mcols.eq(mcols), array.drain_row.eq(drain_row), array.base.eq(base),
+            array.k.eq(k), array.last.eq(array.row_end & last),
+            array.mask.eq(Mux(path.mask_en, self.mask.payload, 0)), array.a.eq(self.a.payload),
+            array.b.eq(Cat(*(self.b.payload[x] for x in range(C)))),
+            path.i.eq(array.feed), path.i_valid.eq(array.feed_valid),
+            self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated)]

@@ -7,7 +7,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["OutputPath", "OutputStage", "engine_status_members", "output_layout"]
+__all__ = ["ActivityCounters", "OutputPath", "OutputStage", "engine_status_members",
+           "output_layout"]
 
 
 def output_layout(width: int, lanes: int) -> data.StructLayout:
@@ -156,6 +157,42 @@ class OutputPath(wiring.Component):
         inflight = Signal(range(self.depth + 1))
         m.d.comb += self.credit.eq(inflight < self.depth)
         m.d.sync += inflight.eq(inflight + self.commit - (self.o.valid & self.o.ready))
+        return m
+
+
+class ActivityCounters(wiring.Component):
+    """An engine's performance counters. While ``active`` (an operation in progress),
+    each cycle counts as busy (``moved``: it moved data, or had nothing to wait for),
+    blocked (``blocked``: waiting for room at its output) or starved (waiting for an
+    input), and ``op_cycles`` counts the operation's length; ``start`` (an operation
+    begins) zeroes ``op_cycles``."""
+
+    NAMES = ("busy_cycles", "starved_cycles", "blocked_cycles", "op_cycles")
+
+    def __init__(self, counter_width: int):
+        super().__init__({
+            "start": In(1), "active": In(1), "moved": In(1), "blocked": In(1),
+            **{n: Out(unsigned(counter_width)) for n in self.NAMES},
+        })
+
+    def drive(self, engine) -> list:
+        """Statements that copy the counters to the engine's status ports of the same
+        names (:func:`engine_status_members`)."""
+        return [getattr(engine, n).eq(getattr(self, n)) for n in self.NAMES]
+
+    def elaborate(self, platform):
+        m = Module()
+        with m.If(self.start):
+            m.d.sync += self.op_cycles.eq(0)
+        with m.Elif(self.active):
+            m.d.sync += self.op_cycles.eq(self.op_cycles + 1)
+        with m.If(self.active):
+            with m.If(self.moved):
+                m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
+            with m.Elif(self.blocked):
+                m.d.sync += self.blocked_cycles.eq(self.blocked_cycles + 1)
+            with m.Else():
+                m.d.sync += self.starved_cycles.eq(self.starved_cycles + 1)
         return m
 
 

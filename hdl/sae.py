@@ -45,9 +45,15 @@ from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import SAEConfig
-from mixgcn.hdl.output_stage import OutputPath, engine_status_members, output_layout
+from mixgcn.hdl.output_stage import (
+    ActivityCounters,
+    OutputPath,
+    engine_status_members,
+    output_layout,
+)
 
-__all__ = ["SAELayouts", "SAEOp", "SparseAggregationEngine"]
+__all__ = ["AggregationPipeline", "FeatureLoader", "Gather", "SAELayouts", "SAEOp",
+           "SparseAggregationEngine"]
 
 
 class SAEOp(enum.Enum, shape=1):
@@ -79,11 +85,160 @@ class SAELayouts:
         self.out_layout = output_layout(c.width, c.lanes)
 
 
+class FeatureLoader(wiring.Component):
+    """Fills a bank of the feature buffer with the rows arriving on ``x``.
+
+    ``start`` (one cycle, while not ``busy``) begins a load of ``rows`` rows into
+    ``bank`` (kept as ``fill_bank``); row i is written at ``{bank, i}`` through ``write``
+    the cycle it is taken from ``x``. ``loaded`` counts the rows written so far (a
+    following SPMM gathers a row once it is below ``loaded``); ``busy`` falls once all
+    are in. ``cycles`` counts the cycles spent loading."""
+
+    def __init__(self, c: SAEConfig, x_layout, rows_shape):
+        self.config = c
+        super().__init__({
+            "start": In(1), "bank": In(1), "rows": In(rows_shape),
+            "x": In(stream.Signature(x_layout)),
+            # the buffer's write port signature, flipped: the loader drives it
+            "write": In(memory.WritePort.Signature(
+                addr_width=(2 * c.max_nodes - 1).bit_length(), shape=x_layout)),
+            "busy": Out(1), "fill_bank": Out(1), "loaded": Out(range(c.max_nodes + 1)),
+            "cycles": Out(unsigned(c.counter_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        left = Signal.like(self.rows)
+        take = self.x.valid & self.x.ready
+        m.d.comb += [self.x.ready.eq(self.busy & (left != 0)),
+                     self.write.addr.eq(Mux(self.fill_bank, self.config.max_nodes, 0)
+                                        + self.loaded),
+                     self.write.data.eq(self.x.payload), self.write.en.eq(take)]
+        with m.If(take):
+            m.d.sync += [self.loaded.eq(self.loaded + 1), left.eq(left - 1)]
+        with m.If(self.busy & (left == 0)):
+            m.d.sync += self.busy.eq(0)
+        with m.If(self.busy):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+        with m.If(self.start):
+            m.d.sync += [self.busy.eq(1), self.fill_bank.eq(self.bank), left.eq(self.rows),
+                         self.loaded.eq(0)]
+        return m
+
+
+class Gather(wiring.Signature):
+    """The buffer reads of the edge pipelines, seen from the pipelines: ``addr[e]`` out,
+    the row ``data[e]`` back one cycle later."""
+
+    def __init__(self, c: SAEConfig, x_layout):
+        aw = (2 * c.max_nodes - 1).bit_length()
+        super().__init__({"addr": Out(data.ArrayLayout(unsigned(aw), c.edges)),
+                          "data": In(data.ArrayLayout(x_layout, c.edges))})
+
+
+class AggregationPipeline(wiring.Component):
+    """The SAE's compute unit: takes CSR beats while ``active``, gathers their rows from
+    the buffer (``gather``), multiplies, and sums each row into an accumulator that
+    leaves on ``feed`` (``feed_valid``) toward the output stage.
+
+    A beat is taken (``accept``) when it and its mask (for a row-ending beat with
+    ``mask_en``) are there, every row it gathers is loaded (while the loader is
+    ``filling`` this bank: ``col < loaded``) and, for a row-ending beat, the output path
+    has ``credit`` (``commit`` spends it; ``row`` marks the beat that ends a row).
+    Latency: a row's sum reaches ``feed`` four cycles after its last beat is taken: s1,
+    the gathered rows arrive; s2, products; s3, the beat's partial sums — ``lo``, pairs
+    before ``split`` (the rest of the row ending here, or the whole beat when none
+    does), and ``hi``, pairs after it (the next row's head); then the accumulator.
+    ``start`` zeroes the accumulator; ``final`` marks the command's last row; ``empty``:
+    nothing in flight. ``waiting``: a beat is there but the output path has no room.
+    """
+
+    def __init__(self, c: SAEConfig, layouts: SAELayouts, in_layout):
+        self.config, self.in_layout = c, in_layout
+        super().__init__({
+            "csr": In(stream.Signature(layouts.csr_layout)),
+            "mask": In(stream.Signature(unsigned(c.lanes))),
+            "gather": Out(Gather(c, layouts.x_layout)),
+            "active": In(1), "bank": In(1), "mask_en": In(1), "filling": In(1),
+            "loaded": In(range(c.max_nodes + 1)), "credit": In(1), "final": In(1),
+            "start": In(1),
+            "accept": Out(1), "row": Out(1), "commit": Out(1), "waiting": Out(1),
+            "empty": Out(1), "feed": Out(in_layout), "feed_valid": Out(1),
+        })
+
+    def elaborate(self, platform):
+        c = self.config
+        L, E = c.lanes, c.edges
+        m = Module()
+        beat = self.csr.payload
+        need_mask = self.mask_en & beat.last
+        loaded = Cat(*((e >= beat.count) | (beat.col[e] < self.loaded)
+                       for e in range(E))).all()
+        inputs_ok = self.csr.valid & (~need_mask | self.mask.valid) & (~self.filling | loaded)
+        room = ~beat.last | self.credit
+        m.d.comb += [self.accept.eq(self.active & inputs_ok & room),
+                     self.waiting.eq(inputs_ok & ~room), self.row.eq(self.accept & beat.last),
+                     self.csr.ready.eq(self.accept), self.mask.ready.eq(self.accept & need_mask),
+                     self.commit.eq(self.row)]
+        for e in range(E):
+            m.d.comb += self.gather.addr[e].eq(Mux(self.bank, c.max_nodes, 0) + beat.col[e])
+
+        s1_valid, s1_last, s1_final, s1_lo, s1_mask = (
+            Signal(), Signal(), Signal(), Signal(E), Signal(L))
+        s1_val = Signal(data.ArrayLayout(signed(c.width), E))
+        m.d.sync += [s1_valid.eq(self.accept), s1_last.eq(beat.last),
+                     s1_final.eq(beat.last & self.final),
+                     s1_mask.eq(Mux(self.mask_en, self.mask.payload, 0))]
+        for e in range(E):  # pairs past `count` contribute nothing
+            m.d.sync += [s1_val[e].eq(Mux(e < beat.count, beat.val[e], 0)),
+                         s1_lo[e].eq(~beat.last | (e < beat.split))]
+
+        s2_valid, s2_last, s2_final, s2_lo, s2_mask = (
+            Signal(), Signal(), Signal(), Signal(E), Signal(L))
+        prod = [[Signal(signed(2 * c.width), name=f"p{e}_{lane}") for lane in range(L)]
+                for e in range(E)]
+        m.d.sync += [s2_valid.eq(s1_valid), s2_last.eq(s1_last), s2_final.eq(s1_final),
+                     s2_lo.eq(s1_lo), s2_mask.eq(s1_mask)]
+        m.d.sync += [prod[e][lane].eq(self.gather.data[e][lane] * s1_val[e])
+                     for e in range(E) for lane in range(L)]
+
+        s3_valid, s3_last, s3_final, s3_mask = Signal(), Signal(), Signal(), Signal(L)
+        sum_width = 2 * c.width + E.bit_length()
+        lo = [Signal(signed(sum_width), name=f"lo{lane}") for lane in range(L)]
+        hi = [Signal(signed(sum_width), name=f"hi{lane}") for lane in range(L)]
+        m.d.sync += [s3_valid.eq(s2_valid), s3_last.eq(s2_last), s3_final.eq(s2_final),
+                     s3_mask.eq(s2_mask)]
+        for lane in range(L):
+            m.d.sync += [lo[lane].eq(sum(Mux(s2_lo[e], prod[e][lane], 0) for e in range(E))),
+                         hi[lane].eq(sum(Mux(s2_lo[e], 0, prod[e][lane]) for e in range(E)))]
+
+        # acc holds the open row's partial sum. A beat that ends a row sends acc + lo to
+        # the output stage and keeps hi (the next row's head); any other beat adds lo.
+        acc = [Signal(signed(c.acc_width), name=f"acc{lane}") for lane in range(L)]
+        m.d.sync += self.feed_valid.eq(s3_valid & s3_last)
+        with m.If(s3_valid & s3_last):
+            m.d.sync += [self.feed.acc[lane].eq(acc[lane] + lo[lane]) for lane in range(L)]
+            m.d.sync += [self.feed.mask.eq(s3_mask), self.feed.last.eq(s3_final)]
+            m.d.sync += [acc[lane].eq(hi[lane]) for lane in range(L)]
+        with m.Elif(s3_valid):
+            m.d.sync += [acc[lane].eq(acc[lane] + lo[lane]) for lane in range(L)]
+        with m.If(self.start):
+            m.d.sync += [acc[lane].eq(0) for lane in range(L)]
+        m.d.comb += self.empty.eq(~(s1_valid | s2_valid | s3_valid | self.feed_valid))
+        return m
+
+
 class SparseAggregationEngine(wiring.Component, SAELayouts):
-    def __init__(self, config: SAEConfig):
-        if not isinstance(config, SAEConfig):
-            self._MustUse__silence = True  # never built: no "unused elaboratable" warning
+    """See the module docstring: an :class:`OutputPath`, the double-banked feature
+    buffer, a :class:`FeatureLoader`, an :class:`AggregationPipeline` and the command
+    dispatch between them."""
+
+    def __new__(cls, config, *args, **kwargs):
+        if not isinstance(config, SAEConfig):  # refused before it is an elaboratable
             raise TypeError(f"expected an SAEConfig, got {config!r}")
+        return super().__new__(cls)
+
+    def __init__(self, config: SAEConfig):
         self.config = c = config
         SAELayouts.__init__(self, c)
         super().__init__({
@@ -97,152 +252,55 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
 
     def elaborate(self, platform):
         c = self.config
-        L, E = c.lanes, c.edges
         m = Module()
-
-        # ------------------------------------------------------------ submodules
         m.submodules.out = path = OutputPath(
-            lanes=L, width=c.width, acc_width=c.acc_width, depth=c.out_fifo_depth)
+            lanes=c.lanes, width=c.width, acc_width=c.acc_width, depth=c.out_fifo_depth)
         wiring.connect(m, path.o, wiring.flipped(self.out))
-        m.d.comb += [self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated)]
-
         # feature buffer: one read port per pipeline (on an FPGA, synthesis makes a
         # block-RAM replica per port), address = {bank, row}
         m.submodules.xbuf = xbuf = memory.Memory(
             shape=self.x_layout, depth=2 * c.max_nodes, init=[])
-        reads = [xbuf.read_port() for _ in range(E)]
-        writes = [xbuf.write_port()]
+        m.submodules.loader = loader = FeatureLoader(c, self.x_layout,
+                                                     self.cmd_layout["rows"].shape)
+        m.submodules.pipe = pipe = AggregationPipeline(c, self, path.in_layout)
+        m.submodules.counters = counters = ActivityCounters(c.counter_width)
+        wiring.connect(m, wiring.flipped(self.x), loader.x)
+        wiring.connect(m, loader.write, xbuf.write_port())
+        wiring.connect(m, wiring.flipped(self.csr), pipe.csr)
+        wiring.connect(m, wiring.flipped(self.mask), pipe.mask)
+        for e in range(c.edges):
+            port = xbuf.read_port()
+            m.d.comb += [port.addr.eq(pipe.gather.addr[e]), pipe.gather.data[e].eq(port.data)]
 
-        # ----------------------------------------------------------------- loader
-        load_busy = Signal()
-        load_bank = Signal()
-        load_left = Signal.like(self.cmd.payload.rows)
-        load_addr = Signal(range(c.max_nodes))
-        take_x = self.x.valid & self.x.ready
-        m.d.comb += self.x.ready.eq(load_busy & (load_left != 0))
-        for w in writes:
-            m.d.comb += [w.addr.eq(Mux(load_bank, c.max_nodes, 0) + load_addr),
-                         w.data.eq(self.x.payload), w.en.eq(take_x)]
-        with m.If(take_x):
-            m.d.sync += [load_addr.eq(load_addr + 1), load_left.eq(load_left - 1)]
-        with m.If(load_busy & (load_left == 0)):
-            m.d.sync += load_busy.eq(0)
-        with m.If(load_busy):
-            m.d.sync += self.load_cycles.eq(self.load_cycles + 1)
-
-        # ---------------------------------------------------------------- compute
-        spmm_busy = Signal()
-        spmm_bank = Signal()
-        rows_left = Signal.like(self.cmd.payload.rows)
-        shift = Signal(range(c.acc_width))
-        relu = Signal()
-        mask_en = Signal()
-        flushing = Signal()
-        start_spmm = Signal()  # a SPMM command is accepted: its rows start from zero
-        m.d.comb += [path.shift.eq(shift), path.relu.eq(relu), path.mask_en.eq(mask_en)]
-        commit, credit = path.commit, path.credit  # as in the DCE
-
-        beat = self.csr.payload
-        need_mask = mask_en & beat.last
-        # a following SPMM reads a bank the loader is still filling: a beat waits until
-        # every row it gathers has been written
-        filling = load_busy & (load_bank == spmm_bank)
-        loaded = Cat(*((e >= beat.count) | (beat.col[e] < load_addr) for e in range(E))).all()
-        inputs_ok = self.csr.valid & (~need_mask | self.mask.valid) & (~filling | loaded)
-        room = ~beat.last | credit
-        accept = Signal()
-        active = spmm_busy & ~flushing & (rows_left != 0)
-        m.d.comb += accept.eq(active & inputs_ok & room)
-        m.d.comb += [self.csr.ready.eq(accept), self.mask.ready.eq(accept & need_mask),
-                     commit.eq(accept & beat.last)]
-        for e in range(E):
-            m.d.comb += reads[e].addr.eq(Mux(spmm_bank, c.max_nodes, 0) + beat.col[e])
-        with m.If(accept & beat.last):
+        busy, bank, rows_left = Signal(), Signal(), Signal.like(self.cmd.payload.rows)
+        flushing = busy & (rows_left == 0)  # rows in: the pipeline drains
+        m.d.comb += [path.i.eq(pipe.feed), path.i_valid.eq(pipe.feed_valid),
+                     path.commit.eq(pipe.commit), pipe.credit.eq(path.credit),
+                     pipe.active.eq(busy & ~flushing), pipe.bank.eq(bank),
+                     pipe.filling.eq(loader.busy & (loader.fill_bank == bank)),
+                     pipe.loaded.eq(loader.loaded), pipe.final.eq(rows_left == 1),
+                     pipe.mask_en.eq(path.mask_en),
+                     self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated),
+                     self.load_cycles.eq(loader.cycles)]
+        with m.If(pipe.row):
             m.d.sync += rows_left.eq(rows_left - 1)
+        with m.If(flushing & pipe.empty):
+            m.d.sync += busy.eq(0)
 
-        # s1: the gathered rows arrive from the buffer; s2: products; s3: the beat's two
-        # partial sums — `lo`, pairs before `split` (the rest of the row that ends here, or
-        # the whole beat when no row ends), and `hi`, pairs after it (the next row's head).
-        # `final`: this beat ends the command's last row.
-        s1_valid, s1_last, s1_final = Signal(), Signal(), Signal()
-        s1_val = Signal(data.ArrayLayout(signed(c.width), E))
-        s1_lo = Signal(E)
-        s1_mask = Signal(L)
-        m.d.sync += [s1_valid.eq(accept), s1_last.eq(beat.last),
-                     s1_final.eq(beat.last & (rows_left == 1)),
-                     s1_mask.eq(Mux(mask_en, self.mask.payload, 0))]
-        for e in range(E):  # pairs past `count` contribute nothing
-            m.d.sync += [s1_val[e].eq(Mux(e < beat.count, beat.val[e], 0)),
-                         s1_lo[e].eq(~beat.last | (e < beat.split))]
-
-        s2_valid, s2_last, s2_final = Signal(), Signal(), Signal()
-        s2_lo = Signal(E)
-        s2_mask = Signal(L)
-        prod = [[Signal(signed(2 * c.width), name=f"p{e}_{l}") for l in range(L)]
-                for e in range(E)]
-        m.d.sync += [s2_valid.eq(s1_valid), s2_last.eq(s1_last), s2_final.eq(s1_final),
-                     s2_lo.eq(s1_lo), s2_mask.eq(s1_mask)]
-        for e in range(E):
-            for l in range(L):
-                m.d.sync += prod[e][l].eq(reads[e].data[l] * s1_val[e])
-
-        s3_valid, s3_last, s3_final = Signal(), Signal(), Signal()
-        s3_mask = Signal(L)
-        sum_width = 2 * c.width + E.bit_length()
-        lo_sum = [Signal(signed(sum_width), name=f"lo{l}") for l in range(L)]
-        hi_sum = [Signal(signed(sum_width), name=f"hi{l}") for l in range(L)]
-        m.d.sync += [s3_valid.eq(s2_valid), s3_last.eq(s2_last), s3_final.eq(s2_final),
-                     s3_mask.eq(s2_mask)]
-        for l in range(L):
-            m.d.sync += [lo_sum[l].eq(sum(Mux(s2_lo[e], prod[e][l], 0) for e in range(E))),
-                         hi_sum[l].eq(sum(Mux(s2_lo[e], 0, prod[e][l]) for e in range(E)))]
-
-        # acc holds the open row's partial sum. A beat that ends a row sends acc + lo to
-        # the output stage and keeps hi (the next row's head); any other beat adds lo.
-        acc = [Signal(signed(c.acc_width), name=f"acc{l}") for l in range(L)]
-        feed = Signal(path.in_layout)
-        feed_valid = Signal()
-        m.d.sync += feed_valid.eq(s3_valid & s3_last)
-        with m.If(s3_valid & s3_last):
-            m.d.sync += [feed.acc[l].eq(acc[l] + lo_sum[l]) for l in range(L)]
-            m.d.sync += [feed.mask.eq(s3_mask), feed.last.eq(s3_final)]
-            m.d.sync += [acc[l].eq(hi_sum[l]) for l in range(L)]
-        with m.Elif(s3_valid):
-            m.d.sync += [acc[l].eq(acc[l] + lo_sum[l]) for l in range(L)]
-        with m.If(start_spmm):
-            m.d.sync += [acc[l].eq(0) for l in range(L)]
-        m.d.comb += [path.i_valid.eq(feed_valid), path.i.eq(feed)]
-        pipeline_empty = ~(s1_valid | s2_valid | s3_valid | feed_valid)
-
-        # the compute unit finishes when its rows are in and the pipeline has drained
-        with m.If(spmm_busy & (rows_left == 0)):
-            m.d.comb += flushing.eq(1)
-            with m.If(pipeline_empty):
-                m.d.sync += spmm_busy.eq(0)
-
-        # -------------------------------------------------------------- dispatch
+        # dispatch: a command waits while its bank is in use by the other unit — except
+        # a SPMM with `follow`, which trails the LOAD filling its bank
         p = self.cmd.payload
-        load_ok = ~load_busy & ~(spmm_busy & (spmm_bank == p.bank))
-        spmm_ok = ~spmm_busy & ~(load_busy & (load_bank == p.bank) & ~p.follow)
+        load_ok = ~loader.busy & ~(busy & (bank == p.bank))
+        spmm_ok = ~busy & ~(loader.busy & (loader.fill_bank == p.bank) & ~p.follow)
         m.d.comb += self.cmd.ready.eq(Mux(p.op == SAEOp.LOAD, load_ok, spmm_ok))
-        with m.If(self.cmd.valid & self.cmd.ready):
-            with m.If(p.op == SAEOp.LOAD):
-                m.d.sync += [load_busy.eq(1), load_bank.eq(p.bank), load_left.eq(p.rows),
-                             load_addr.eq(0)]
-            with m.Else():
-                m.d.sync += [spmm_busy.eq(1), spmm_bank.eq(p.bank), rows_left.eq(p.rows),
-                             shift.eq(p.shift), relu.eq(p.relu), mask_en.eq(p.mask),
-                             self.op_cycles.eq(0)]
-                m.d.comb += [path.clear.eq(1), start_spmm.eq(1)]
-        m.d.comb += self.idle.eq(~load_busy & ~spmm_busy)
-
-        # -------------------------------------------------------------- counters
-        with m.If(spmm_busy):
-            m.d.sync += self.op_cycles.eq(self.op_cycles + 1)
-            with m.If(accept | flushing):
-                m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
-            with m.Elif(inputs_ok & ~room):
-                m.d.sync += self.blocked_cycles.eq(self.blocked_cycles + 1)
-            with m.Else():
-                m.d.sync += self.starved_cycles.eq(self.starved_cycles + 1)
+        take = self.cmd.valid & self.cmd.ready
+        m.d.comb += [loader.start.eq(take & (p.op == SAEOp.LOAD)), loader.bank.eq(p.bank),
+                     loader.rows.eq(p.rows)]
+        with m.If(take & (p.op == SAEOp.SPMM)):
+            m.d.sync += [busy.eq(1), bank.eq(p.bank), rows_left.eq(p.rows),
+                         path.shift.eq(p.shift), path.relu.eq(p.relu), path.mask_en.eq(p.mask)]
+            m.d.comb += [path.clear.eq(1), pipe.start.eq(1), counters.start.eq(1)]
+        m.d.comb += [self.idle.eq(~loader.busy & ~busy),
+                     counters.active.eq(busy), counters.moved.eq(pipe.accept | flushing),
+                     counters.blocked.eq(pipe.waiting), *counters.drive(self)]
         return m

@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PYTEST := $(PY) -m pytest -W error
 
-.PHONY: setup test test-fast sim demo verilog bench lint clean
+.PHONY: setup test test-fast sim formal mutants demo verilog bench lint clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,15 @@ test-fast: $(STAMP)
 # Only the HDL simulations (cocotb on the generated Verilog, the simulated chip).
 sim: $(STAMP)
 	$(PYTEST) -n $(JOBS) --dist loadgroup -m sim
+
+# Only the formal proofs (SymbiYosys, k-induction): the stream rules and invariants.
+formal: $(STAMP)
+	$(PYTEST) -n $(JOBS) -m formal
+
+# Mutation testing: each mutant of hdl/ listed in sim/verify/mutants.py, on a scratch
+# copy, against the tests that should kill it; fails if any survives.
+mutants: $(STAMP)
+	$(PY) -m mixgcn.sim.verify.mutants
 
 # The main job: train on the simulated chip (the first run also builds it).
 demo: $(STAMP)

@@ -149,7 +149,7 @@ class MACArray(wiring.Component):
     product into the R × C accumulators (``clear`` zeroes them), and ``drain`` (one
     cycle) sends accumulator row ``drain_row`` to ``feed`` a cycle later (the last when
     ``drain_row + 1 == k``). Columns at or past ``mcols`` leave as zeros. ``empty``: no
-    word in flight."""
+    word in flight; ``in_flight``: the rows committed and not yet fed."""
 
     def __init__(self, c: DCEConfig, in_layout):
         self.config = c
@@ -162,7 +162,8 @@ class MACArray(wiring.Component):
             "xtg": In(1), "clear": In(1), "mcols": In(range(C + 1)),
             "base": In(range(c.max_k + R + 1)), "k": In(range(c.max_k + 1)),
             "drain": In(1), "drain_row": In(range(R + 1)),
-            "feed": Out(in_layout), "feed_valid": Out(1), "empty": Out(1),
+            "feed": Out(stream.Signature(in_layout, always_ready=True)), "empty": Out(1),
+            "in_flight": Out(range(5)),
         })
 
     def elaborate(self, platform):
@@ -191,14 +192,16 @@ class MACArray(wiring.Component):
         m.d.sync += [s2_end.eq(s1_valid & s1_row_end), s3_end.eq(s2_end),
                      s2_last.eq(s1_last), s3_last.eq(s2_last),
                      s2_mask.eq(s1_mask), s3_mask.eq(s2_mask)]
-        m.d.comb += self.empty.eq(~(s1_valid | s2_end | s3_end))
+        m.d.comb += [self.empty.eq(~(s1_valid | s2_end | s3_end)),
+                     self.in_flight.eq((s1_valid & s1_row_end) + s2_end + s3_end
+                                       + self.feed.valid)]
 
         col_sums = [sum(cells[r][x].acc for r in range(R)) for x in range(C)]
-        m.d.sync += self.feed_valid.eq(s3_end | self.drain)
+        feed = self.feed.payload
+        m.d.sync += self.feed.valid.eq(s3_end | self.drain)
         with m.If(s3_end):
-            m.d.sync += [self.feed.acc[x].eq(Mux(x < self.mcols, col_sums[x], 0))
-                         for x in range(C)]
-            m.d.sync += [self.feed.mask.eq(s3_mask), self.feed.last.eq(s3_last)]
+            m.d.sync += [feed.acc[x].eq(Mux(x < self.mcols, col_sums[x], 0)) for x in range(C)]
+            m.d.sync += [feed.mask.eq(s3_mask), feed.last.eq(s3_last)]
         with m.Elif(self.drain):
             for x in range(C):
                 row_sel = Signal(signed(c.acc_width), name=f"drain_sel{x}")
@@ -206,8 +209,8 @@ class MACArray(wiring.Component):
                     for r in range(R):
                         with m.Case(r):
                             m.d.comb += row_sel.eq(cells[r][x].acc)
-                m.d.sync += self.feed.acc[x].eq(Mux(x < self.mcols, row_sel, 0))
-            m.d.sync += [self.feed.mask.eq(0), self.feed.last.eq(self.drain_row + 1 == self.k)]
+                m.d.sync += feed.acc[x].eq(Mux(x < self.mcols, row_sel, 0))
+            m.d.sync += [feed.mask.eq(0), feed.last.eq(self.drain_row + 1 == self.k)]
         return m
 
 
@@ -231,16 +234,19 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
             "out": Out(stream.Signature(self.out_layout)),
             **engine_status_members(c.counter_width, c.acc_width),
         })
+        self.path = OutputPath(lanes=c.cols, width=c.width, acc_width=c.acc_width,
+                               depth=c.out_fifo_depth)
+        self.store = WeightStore(c, self.b_layout)
+        self.array = MACArray(c, self.path.in_layout)
 
     def elaborate(self, platform):
         c = self.config
         R, C = c.rows, c.cols
         m = Module()
-        m.submodules.out = path = OutputPath(
-            lanes=C, width=c.width, acc_width=c.acc_width, depth=c.out_fifo_depth)
+        m.submodules.out = path = self.path
         wiring.connect(m, path.o, wiring.flipped(self.out))
-        m.submodules.weights = store = WeightStore(c, self.b_layout)
-        m.submodules.array = array = MACArray(c, path.in_layout)
+        m.submodules.weights = store = self.store
+        m.submodules.array = array = self.array
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
 
         op, rows_left, k = Signal(DCEOp), Signal(32), Signal(range(c.max_k + 1))
@@ -305,7 +311,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
             with m.State("FLUSH"):
                 # the last rows pass the output stage's input first, so its settings and
                 # statistics belong to this operation alone
-                with m.If(array.empty & ~array.feed_valid):
+                with m.If(array.empty & ~array.feed.valid):
                     m.next = "IDLE"
 
         m.d.comb += [counters.start.eq(self.cmd.valid & self.cmd.ready),
@@ -325,5 +331,5 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
             array.k.eq(k), array.last.eq(array.row_end & last),
             array.mask.eq(Mux(path.mask_en, self.mask.payload, 0)), array.a.eq(self.a.payload),
             array.b.eq(Cat(*(self.b.payload[x] for x in range(C)))),
-            path.i.eq(array.feed), path.i_valid.eq(array.feed_valid),
             self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated)]
+        wiring.connect(m, array.feed, path.i)

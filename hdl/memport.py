@@ -98,11 +98,19 @@ class StreamReader(wiring.Component):
     flight, which also keeps the memory's fixed latency covered: with ``depth`` ≥
     latency + 2 a reader sustains a word a cycle. ``done``: every word has left
     through ``o``. Latency: a word leaves ``o`` the cycle after its response arrives.
+    Invariant (proved formally): the words still to deliver are those not yet asked for,
+    those in flight and those in the FIFO — none is lost or duplicated.
     """
 
     def __init__(self, layout, *, addr_width: int, mem_width: int, depth: int = 4):
         self.layout, self.depth = layout, depth
         self.addr_width, self.mem_width = addr_width, mem_width
+        # a plain FIFO: its free space is exact every cycle (a buffered FIFO's inner
+        # queue can be full for a cycle while its level says there is room)
+        self.fifo = SyncFIFO(width=mem_width, depth=depth)
+        self.inflight = Signal(range(depth + 1))  # words asked for, not yet arrived
+        self.to_ask = Signal(32)  # words not yet asked for
+        self.to_give = Signal(32)  # words not yet delivered through `o`
         super().__init__({
             "mem": Out(ReadChannel(addr_width, mem_width)),
             "o": Out(stream.Signature(layout)),
@@ -112,13 +120,9 @@ class StreamReader(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # a plain FIFO: its free space is exact every cycle (a buffered FIFO's inner
-        # queue can be full for a cycle while its level says there is room)
-        m.submodules.fifo = fifo = SyncFIFO(width=self.mem_width, depth=self.depth)
+        m.submodules.fifo = fifo = self.fifo
         addr = Signal(self.addr_width)
-        to_ask = Signal(32)  # words not yet requested
-        to_give = Signal(32)  # words not yet delivered through `o`
-        inflight = Signal(range(self.depth + 1))
+        to_ask, to_give, inflight = self.to_ask, self.to_give, self.inflight
         ask = self.mem.req.valid & self.mem.req.ready
         got = self.mem.resp.valid
         m.d.comb += [

@@ -122,19 +122,24 @@ class OutputPath(wiring.Component):
     engine's pipeline stall-free.
 
     An engine raises ``commit`` in the cycle it admits a row into its pipeline, and may
-    do so only while ``credit`` is high: rows admitted but not yet taken from ``o`` never
-    exceed ``depth``, so when a row reaches ``i`` (which has no ``ready``: it must be
-    taken) the stage and the FIFO are sure to have room for it.
+    do so only while ``credit`` is high: rows admitted but not yet taken from ``o``
+    (``inflight``) never exceed ``depth``, so when a row reaches ``i`` — a stream with no
+    ``ready``: it is always taken — the stage and the FIFO are sure to have room for it.
+    The invariant behind it (proved formally): ``inflight`` equals the rows in the
+    engine's pipeline plus ``occupancy``, the rows held by the stage and the FIFO.
+    Latency: a row leaves ``o`` two cycles after it arrives on ``i`` at the earliest.
     """
 
     def __init__(self, *, lanes: int, width: int, acc_width: int, depth: int):
         self.stage = OutputStage(lanes=lanes, width=width, acc_width=acc_width)
         self.depth = depth
         self.in_layout, self.out_layout = self.stage.in_layout, self.stage.out_layout
+        self.fifo = SyncFIFOBuffered(width=self.out_layout.size, depth=depth)
         super().__init__({
-            "i": In(self.in_layout), "i_valid": In(1),
+            "i": In(stream.Signature(self.in_layout, always_ready=True)),
             "o": Out(stream.Signature(self.out_layout)),
             "commit": In(1), "credit": Out(1),
+            "inflight": Out(range(depth + 1)), "occupancy": Out(range(depth + 2)),
             "shift": In(range(acc_width)), "relu": In(1), "mask_en": In(1), "clear": In(1),
             "max_abs": Out(unsigned(acc_width)), "saturated": Out(unsigned(32)),
         })
@@ -142,10 +147,9 @@ class OutputPath(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.stage = stage = self.stage
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=self.out_layout.size,
-                                                     depth=self.depth)
+        m.submodules.fifo = fifo = self.fifo
         m.d.comb += [
-            stage.i.valid.eq(self.i_valid), stage.i.payload.eq(self.i),
+            stage.i.valid.eq(self.i.valid), stage.i.payload.eq(self.i.payload),
             fifo.w_stream.valid.eq(stage.o.valid), fifo.w_stream.payload.eq(stage.o.payload),
             stage.o.ready.eq(fifo.w_stream.ready),
             self.o.valid.eq(fifo.r_stream.valid), self.o.payload.eq(fifo.r_stream.payload),
@@ -154,9 +158,10 @@ class OutputPath(wiring.Component):
             stage.mask_en.eq(self.mask_en), stage.clear.eq(self.clear),
             self.max_abs.eq(stage.max_abs), self.saturated.eq(stage.saturated),
         ]
-        inflight = Signal(range(self.depth + 1))
-        m.d.comb += self.credit.eq(inflight < self.depth)
-        m.d.sync += inflight.eq(inflight + self.commit - (self.o.valid & self.o.ready))
+        m.d.comb += [self.credit.eq(self.inflight < self.depth),
+                     self.occupancy.eq(stage.o.valid + fifo.level)]
+        m.d.sync += self.inflight.eq(self.inflight + self.commit
+                                     - (self.o.valid & self.o.ready))
         return m
 
 

@@ -77,12 +77,16 @@ class ExchangeRouter(wiring.Component):
             members["xchg_o"] = Out(stream.Signature(row_layout))
             members["xchg_i"] = In(stream.Signature(row_layout))
         super().__init__(members)
+        self.pipe = SyncFIFOBuffered(width=row_layout.size, depth=pipeline_depth)
+        # each engine's fork: its current row already taken by memory / by the pipe
+        self.taken = {engine: (Signal(name=f"{engine}_mem_taken"),
+                               Signal(name=f"{engine}_pipe_taken"))
+                      for engine in ("sae", "dce")}
 
     def elaborate(self, platform):
         m = Module()
         route = self.route
-        m.submodules.pipe = pipe = SyncFIFOBuffered(width=self.row_layout.size,
-                                                    depth=self.depth)
+        m.submodules.pipe = pipe = self.pipe
         into_pipe = pipe.w_stream
 
         # producers: when both claim the exchange the SAE has it and the DCE is held.
@@ -92,10 +96,12 @@ class ExchangeRouter(wiring.Component):
         sae_xchg = route.sae_to_xchg
         dce_xchg = route.dce_to_xchg & ~route.sae_to_xchg
         to_pipe = []
-        for out, mem, to_mem, wants, has in (
-                (self.sae_out, self.sae_mem, route.sae_to_mem, route.sae_to_xchg, sae_xchg),
-                (self.dce_out, self.dce_mem, route.dce_to_mem, route.dce_to_xchg, dce_xchg)):
-            mem_taken, pipe_taken = Signal(), Signal()
+        for engine, out, mem, to_mem, wants, has in (
+                ("sae", self.sae_out, self.sae_mem, route.sae_to_mem, route.sae_to_xchg,
+                 sae_xchg),
+                ("dce", self.dce_out, self.dce_mem, route.dce_to_mem, route.dce_to_xchg,
+                 dce_xchg)):
+            mem_taken, pipe_taken = self.taken[engine]
             live = out.valid & ~(wants & ~has)
             pipe_valid = live & has & ~pipe_taken
             mem_done = ~to_mem | mem_taken | mem.ready

@@ -139,7 +139,7 @@ class Gather(wiring.Signature):
 class AggregationPipeline(wiring.Component):
     """The SAE's compute unit: takes CSR beats while ``active``, gathers their rows from
     the buffer (``gather``), multiplies, and sums each row into an accumulator that
-    leaves on ``feed`` (``feed_valid``) toward the output stage.
+    leaves on ``feed`` toward the output stage.
 
     A beat is taken (``accept``) when it and its mask (for a row-ending beat with
     ``mask_en``) are there, every row it gathers is loaded (while the loader is
@@ -150,7 +150,8 @@ class AggregationPipeline(wiring.Component):
     before ``split`` (the rest of the row ending here, or the whole beat when none
     does), and ``hi``, pairs after it (the next row's head); then the accumulator.
     ``start`` zeroes the accumulator; ``final`` marks the command's last row; ``empty``:
-    nothing in flight. ``waiting``: a beat is there but the output path has no room.
+    nothing in flight; ``in_flight``: the rows committed and not yet fed. ``waiting``: a
+    beat is there but the output path has no room.
     """
 
     def __init__(self, c: SAEConfig, layouts: SAELayouts, in_layout):
@@ -163,7 +164,8 @@ class AggregationPipeline(wiring.Component):
             "loaded": In(range(c.max_nodes + 1)), "credit": In(1), "final": In(1),
             "start": In(1),
             "accept": Out(1), "row": Out(1), "commit": Out(1), "waiting": Out(1),
-            "empty": Out(1), "feed": Out(in_layout), "feed_valid": Out(1),
+            "empty": Out(1), "in_flight": Out(range(5)),
+            "feed": Out(stream.Signature(in_layout, always_ready=True)),
         })
 
     def elaborate(self, platform):
@@ -215,16 +217,19 @@ class AggregationPipeline(wiring.Component):
         # acc holds the open row's partial sum. A beat that ends a row sends acc + lo to
         # the output stage and keeps hi (the next row's head); any other beat adds lo.
         acc = [Signal(signed(c.acc_width), name=f"acc{lane}") for lane in range(L)]
-        m.d.sync += self.feed_valid.eq(s3_valid & s3_last)
+        feed = self.feed.payload
+        m.d.sync += self.feed.valid.eq(s3_valid & s3_last)
         with m.If(s3_valid & s3_last):
-            m.d.sync += [self.feed.acc[lane].eq(acc[lane] + lo[lane]) for lane in range(L)]
-            m.d.sync += [self.feed.mask.eq(s3_mask), self.feed.last.eq(s3_final)]
+            m.d.sync += [feed.acc[lane].eq(acc[lane] + lo[lane]) for lane in range(L)]
+            m.d.sync += [feed.mask.eq(s3_mask), feed.last.eq(s3_final)]
             m.d.sync += [acc[lane].eq(hi[lane]) for lane in range(L)]
         with m.Elif(s3_valid):
             m.d.sync += [acc[lane].eq(acc[lane] + lo[lane]) for lane in range(L)]
         with m.If(self.start):
             m.d.sync += [acc[lane].eq(0) for lane in range(L)]
-        m.d.comb += self.empty.eq(~(s1_valid | s2_valid | s3_valid | self.feed_valid))
+        m.d.comb += [self.empty.eq(~(s1_valid | s2_valid | s3_valid | self.feed.valid)),
+                     self.in_flight.eq((s1_valid & s1_last) + (s2_valid & s2_last)
+                                       + (s3_valid & s3_last) + self.feed.valid)]
         return m
 
 
@@ -249,20 +254,22 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
             "out": Out(stream.Signature(self.out_layout)),
             **engine_status_members(c.counter_width, c.acc_width, extra=("load_cycles",)),
         })
+        self.path = OutputPath(lanes=c.lanes, width=c.width, acc_width=c.acc_width,
+                               depth=c.out_fifo_depth)
+        self.loader = FeatureLoader(c, self.x_layout, self.cmd_layout["rows"].shape)
+        self.pipe = AggregationPipeline(c, self, self.path.in_layout)
 
     def elaborate(self, platform):
         c = self.config
         m = Module()
-        m.submodules.out = path = OutputPath(
-            lanes=c.lanes, width=c.width, acc_width=c.acc_width, depth=c.out_fifo_depth)
+        m.submodules.out = path = self.path
         wiring.connect(m, path.o, wiring.flipped(self.out))
         # feature buffer: one read port per pipeline (on an FPGA, synthesis makes a
         # block-RAM replica per port), address = {bank, row}
         m.submodules.xbuf = xbuf = memory.Memory(
             shape=self.x_layout, depth=2 * c.max_nodes, init=[])
-        m.submodules.loader = loader = FeatureLoader(c, self.x_layout,
-                                                     self.cmd_layout["rows"].shape)
-        m.submodules.pipe = pipe = AggregationPipeline(c, self, path.in_layout)
+        m.submodules.loader = loader = self.loader
+        m.submodules.pipe = pipe = self.pipe
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
         wiring.connect(m, wiring.flipped(self.x), loader.x)
         wiring.connect(m, loader.write, xbuf.write_port())
@@ -274,8 +281,8 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
 
         busy, bank, rows_left = Signal(), Signal(), Signal.like(self.cmd.payload.rows)
         flushing = busy & (rows_left == 0)  # rows in: the pipeline drains
-        m.d.comb += [path.i.eq(pipe.feed), path.i_valid.eq(pipe.feed_valid),
-                     path.commit.eq(pipe.commit), pipe.credit.eq(path.credit),
+        wiring.connect(m, pipe.feed, path.i)
+        m.d.comb += [path.commit.eq(pipe.commit), pipe.credit.eq(path.credit),
                      pipe.active.eq(busy & ~flushing), pipe.bank.eq(bank),
                      pipe.filling.eq(loader.busy & (loader.fill_bank == bank)),
                      pipe.loaded.eq(loader.loaded), pipe.final.eq(rows_left == 1),

@@ -1,0 +1,197 @@
+"""The chip's formal proofs (:mod:`mixgcn.sim.verify.formal`), one function each.
+
+Each builds its design at a small configuration (a proof's state space grows with
+widths and depths; the properties do not depend on them), states what the
+environment may do as assumptions, and asserts the stream rules on every stream the
+design drives plus the invariant that keeps it from losing or duplicating data.
+:data:`PROOFS` lists them with the induction depth each needs.
+"""
+
+from __future__ import annotations
+
+from amaranth import Signal, unsigned
+from amaranth.hdl import Assert, Assume
+
+from mixgcn.gen.config import ChipConfig, DCEConfig, SAEConfig
+from mixgcn.hdl.chip import ChipLayouts
+from mixgcn.hdl.controller import Controller
+from mixgcn.hdl.dce import DenseCombinationEngine
+from mixgcn.hdl.memport import StreamReader, StreamWriter
+from mixgcn.hdl.output_stage import OutputPath
+from mixgcn.hdl.router import ExchangeRouter, Route
+from mixgcn.hdl.sae import SparseAggregationEngine
+from mixgcn.sim.verify.formal import Proof, free_inputs, past, stream_rules
+
+__all__ = ["PROOFS", "proof"]
+
+
+def _count(m, event, width=6, name=None) -> Signal:
+    """How many cycles ``event`` was high (modulo 2**width)."""
+    n = Signal(width, name=name)
+    m.d.sync += n.eq(n + event)
+    return n
+
+
+def _fire(s) -> object:
+    return s.valid & s.ready
+
+
+def output_path(m, first):
+    """An engine's output path: a row that arrives is always taken (its input has no
+    ready), the credit counts exactly the rows admitted and not yet out (the free
+    space), and the output obeys the stream rules. The environment is an engine: it
+    commits a row only with credit, and a committed row arrives a cycle or more later."""
+    m.submodules.path = path = OutputPath(lanes=2, width=4, acc_width=10, depth=3)
+    pending = Signal(3)  # committed rows not yet arrived: the engine's pipeline
+    m.d.sync += pending.eq(pending + path.commit - path.i.valid)
+    m.d.comb += [Assume(~path.commit | path.credit), Assume(~path.i.valid | (pending != 0))]
+    m.d.comb += [Assert(~path.i.valid | path.stage.i.ready, "row_taken"),
+                 Assert(path.inflight == pending + path.occupancy, "credit_is_free_space")]
+    stream_rules(m, path.o, first, Assert, "o")
+    return free_inputs(path)
+
+
+def stream_reader(m, first):
+    """A memory-port reader on a memory that answers one cycle after taking a request
+    and stalls at will: requests and words obey the stream rules, and no word arrives
+    without room in the reader's FIFO."""
+    m.submodules.r = r = StreamReader(unsigned(5), addr_width=4, mem_width=5, depth=3)
+    answer = past(m, _fire(r.mem.req))
+    m.d.comb += [Assume(r.mem.resp.valid == answer), Assume(~r.ctrl.start | r.done)]
+    m.d.comb += [Assert(~r.mem.resp.valid | r.fifo.w_rdy, "room_for_every_word"),
+                 Assert(r.inflight == answer, "one_word_in_flight_a_cycle"),
+                 Assert(r.fifo.level + r.inflight <= 3, "reserved_room"),
+                 Assert(r.to_give == r.to_ask + r.inflight + r.fifo.level, "words_conserved")]
+    stream_rules(m, r.mem.req, first, Assert, "req")
+    stream_rules(m, r.o, first, Assert, "o")
+    return free_inputs(r)
+
+
+def stream_writer(m, first):
+    """A memory-port writer: its writes obey the stream rules when its rows do and it
+    is started between operations."""
+    m.submodules.w = w = StreamWriter(unsigned(5), addr_width=4, mem_width=5)
+    stream_rules(m, w.i, first, Assume, "i")
+    m.d.comb += Assume(~w.ctrl.start | ~w.i.valid)
+    stream_rules(m, w.mem.wr, first, Assert, "wr")
+    return free_inputs(w)
+
+
+_TINY = ChipConfig(sae=SAEConfig(lanes=1, edges=1, width=4, acc_width=12, max_nodes=4,
+                                 max_degree=8, out_fifo_depth=2, counter_width=16),
+                   dce=DCEConfig(rows=1, cols=1, width=4, acc_width=12, max_k=4, max_rows=8,
+                                 out_fifo_depth=2, counter_width=16),
+                   pipeline_depth=2, desc_depth=2, addr_width=8, reader_depth=2)
+
+
+def _router(m, first, **kwargs):
+    """An exchange router at the small configuration, its routes any that do not change
+    under it (the controller changes routes only between operations), every stream it
+    takes obeying the stream rules."""
+    lay = ChipLayouts(_TINY)
+    m.submodules.router = r = ExchangeRouter(row_layout=lay.row_layout,
+                                             x_layout=lay.stream_layouts["x"],
+                                             a_layout=lay.stream_layouts["a"],
+                                             pipeline_depth=2, **kwargs)
+    for name in Route.NAMES:
+        m.d.comb += Assume(first | (getattr(r.route, name) == past(m, getattr(r.route, name))))
+    for name in ("sae_out", "dce_out", "x_mem", "a_mem"):
+        stream_rules(m, getattr(r, name), first, Assume, name)
+    return r
+
+
+def pipeline_fifo(m, first):
+    """The exchange path through the pipeline FIFO: each row an engine routes to the
+    exchange enters the FIFO once; rows in = rows out to the engine inputs + rows held
+    (none lost or duplicated); the engine inputs it feeds obey the stream rules."""
+    r = _router(m, first)
+    into = r.pipe.w_stream
+    for engine, out, has in (("sae", r.sae_out, r.route.sae_to_xchg),
+                             ("dce", r.dce_out, r.route.dce_to_xchg & ~r.route.sae_to_xchg)):
+        ahead = (_count(m, _fire(into) & has) - _count(m, _fire(out) & has))[:6]
+        _, pipe_taken = r.taken[engine]
+        m.d.comb += Assert(~has | (ahead == pipe_taken), f"{engine}_rows_into_exchange_once")
+    taken = r.pipe.r_stream
+    held = (_count(m, _fire(into)) - _count(m, _fire(taken)))[:6]
+    m.d.comb += Assert(held == r.pipe.level, "exchange_rows_conserved")
+    for name in ("sae_x", "dce_a"):
+        stream_rules(m, getattr(r, name), first, Assert, name)
+    return free_inputs(r)
+
+
+def exchange_router(m, first):
+    """The exchange router with any routes that do not change under it: every stream it
+    drives obeys the stream rules when the ones it takes do; an engine's rows reach
+    memory once each (none lost or duplicated by the fork), and with two producers the
+    DCE is held whole."""
+    r = _router(m, first)
+    for name in ("sae_mem", "dce_mem", "sae_x", "dce_a"):
+        stream_rules(m, getattr(r, name), first, Assert, name)
+    for engine, out, mem, to_mem in (("sae", r.sae_out, r.sae_mem, r.route.sae_to_mem),
+                                     ("dce", r.dce_out, r.dce_mem, r.route.dce_to_mem)):
+        ahead = (_count(m, _fire(mem)) - _count(m, _fire(out)))[:6]
+        mem_taken, _ = r.taken[engine]
+        # memory is one row ahead exactly while the fork holds a row it has given it
+        m.d.comb += Assert(~to_mem | (ahead == mem_taken), "each_row_to_memory_once")
+    both = r.route.sae_to_xchg & r.route.dce_to_xchg
+    m.d.comb += Assert(~both | ~r.dce_out.ready, "second_producer_held")
+    m.d.comb += Assert(first | past(m, first) | ~past(m, both) | r.error.producers,
+                       "error_raised")
+    return free_inputs(r)
+
+
+def controller(m, first):
+    """The controller, with engines that take commands and report rows at will: its
+    status records and engine commands obey the stream rules."""
+    lay = ChipLayouts(_TINY)
+    m.submodules.c = c = Controller(lay, desc_depth=2, counter_width=16, acc_width=12)
+    stream_rules(m, c.desc, first, Assume, "desc")
+    for name in ("status", "sae_cmd", "dce_cmd"):
+        stream_rules(m, getattr(c, name), first, Assert, name)
+    return free_inputs(c)
+
+
+def sparse_engine(m, first):
+    """The sparse engine: its rows obey the stream rules and none is ever lost: the
+    output path's credit equals the rows in the pipeline plus those the path holds, so a
+    row reaching the output stage always finds room."""
+    m.submodules.sae = sae = SparseAggregationEngine(_TINY.sae)
+    for name in ("cmd", "x", "csr", "mask"):
+        stream_rules(m, getattr(sae, name), first, Assume, name)
+    stream_rules(m, sae.out, first, Assert, "out")
+    path, pipe = sae.path, sae.pipe
+    m.d.comb += [Assert(path.inflight == pipe.in_flight + path.occupancy,
+                        "credit_is_free_space"),
+                 Assert(~path.i.valid | path.stage.i.ready, "row_taken")]
+    return free_inputs(sae)
+
+
+def dense_engine(m, first):
+    """The dense engine: as :func:`sparse_engine`."""
+    m.submodules.dce = dce = DenseCombinationEngine(_TINY.dce)
+    for name in ("cmd", "a", "b", "mask"):
+        stream_rules(m, getattr(dce, name), first, Assume, name)
+    stream_rules(m, dce.out, first, Assert, "out")
+    path, array = dce.path, dce.array
+    m.d.comb += [Assert(path.inflight == array.in_flight + path.occupancy,
+                        "credit_is_free_space"),
+                 Assert(~path.i.valid | path.stage.i.ready, "row_taken")]
+    return free_inputs(dce)
+
+
+# name -> (builder, induction depth)
+PROOFS = {
+    "pipeline_fifo": (pipeline_fifo, 8),
+    "output_path": (output_path, 8),
+    "stream_reader": (stream_reader, 8),
+    "stream_writer": (stream_writer, 6),
+    "exchange_router": (exchange_router, 8),
+    "controller": (controller, 8),
+    "sparse_engine": (sparse_engine, 10),
+    "dense_engine": (dense_engine, 10),
+}
+
+
+def proof(name: str) -> Proof:
+    """The proof ``name`` of :data:`PROOFS`, ready for :func:`~.formal.prove`."""
+    return Proof(PROOFS[name][0])

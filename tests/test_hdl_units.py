@@ -75,8 +75,7 @@ def _stage_vectors(rng, lanes, acc_width, n):
 @pytest.mark.parametrize("seed", range(3))
 def test_output_stage_matches_golden_under_stalls(seed):
     rng = np.random.default_rng(seed)
-    lanes, width, acc_width = 4, 16, 48
-    dut = OutputStage(lanes=lanes, width=width, acc_width=acc_width)
+    lanes, acc_width = 4, 48
     # each batch: fixed settings, several rows
     batches = []
     for _ in range(12):
@@ -85,6 +84,34 @@ def test_output_stage_matches_golden_under_stalls(seed):
         batches.append(dict(shift=int(rng.choice([0, 1, 2, 15, 20, 33, 47])),
                             relu=int(rng.random() < 0.5), mask_en=int(rng.random() < 0.5),
                             rows=rows, masks=masks))
+    _run_output_stage(batches, rng, lanes=lanes, width=16, acc_width=acc_width)
+
+
+def test_output_stage_at_its_bounds():
+    """Accumulators that round exactly onto the largest and smallest output (kept, not
+    saturated) and one step past them (saturated), ties on either side, with ReLU."""
+    width, acc_width, lanes = 16, 48, 4
+    lo, hi = fixed.mant_range(width)
+    batches = []
+    for shift in (0, 1, 7, 20):
+        half = (1 << (shift - 1)) if shift else 0
+        edges = [hi << shift, (hi << shift) + half - (1 if shift else 0),
+                 (hi << shift) + half, (hi + 1) << shift,
+                 lo << shift, (lo << shift) - half, (lo << shift) - half - 1,
+                 (lo - 1) << shift, ((hi - 1) << shift) + half, ((lo + 1) << shift) - half]
+        rows = [edges[i:i + lanes] + [0] * (lanes - len(edges[i:i + lanes]))
+                for i in range(0, len(edges), lanes)]
+        for relu in (0, 1):
+            batches.append(dict(shift=shift, relu=relu, mask_en=0, rows=rows,
+                                masks=[0] * len(rows)))
+    _run_output_stage(batches, np.random.default_rng(5), lanes=lanes, width=width,
+                      acc_width=acc_width)
+
+
+def _run_output_stage(batches, rng, *, lanes, width, acc_width):
+    """The output stage against golden under random backpressure: every row's values and
+    ``last``, and each batch's statistics (``max_abs``, ``saturated``)."""
+    dut = OutputStage(lanes=lanes, width=width, acc_width=acc_width)
     received = []
 
     async def producer(ctx):

@@ -1,0 +1,208 @@
+"""Mutation testing of ``hdl/``: does a one-line change of the hardware fail a test?
+
+Each :class:`Mutant` replaces one fragment of one line of ``hdl/`` and names the
+quickest tests that must catch it (amaranth.sim unit tests and formal proofs: seconds,
+no simulator build). ``python -m mixgcn.sim.verify.mutants`` (``make mutants``) copies
+the package to a scratch folder, checks that the named tests pass on the unmutated
+copy, then applies each mutant alone and runs its tests; it prints a table and exits
+non-zero if any mutant survives (or its tests could not run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["MUTANTS", "Mutant", "main", "run_mutants"]
+
+PACKAGE = Path(__file__).resolve().parent.parent.parent  # the package root (mixgcn)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # relative to the package root
+    original: str  # found exactly once in the file
+    mutated: str
+    tests: tuple[str, ...]  # pytest node ids (relative to the package root)
+    breaks: str  # what the change breaks
+
+
+_UNITS = "tests/test_hdl_units.py"
+_PARTS = "tests/test_hdl_components.py"
+_FORMAL = "tests/test_formal.py::test_proof"
+
+MUTANTS = [
+    Mutant("rounding", "hdl/output_stage.py",
+           "r.eq(q + (round_bit & (sticky | q[0])))", "r.eq(q + round_bit)",
+           (f"{_UNITS}::test_output_stage_at_its_bounds",),
+           "round half to even becomes round half up"),
+    Mutant("saturation-high", "hdl/output_stage.py",
+           "too_big = r_relu > hi", "too_big = r_relu > hi - 1",
+           (f"{_UNITS}::test_output_stage_at_its_bounds",),
+           "an output exactly at the largest value counts as saturated"),
+    Mutant("saturation-low", "hdl/output_stage.py",
+           "too_small = r_relu < lo", "too_small = r_relu < lo + 1",
+           (f"{_UNITS}::test_output_stage_at_its_bounds",),
+           "an output exactly at the smallest value counts as saturated"),
+    Mutant("relu", "hdl/output_stage.py",
+           "r_relu = Mux(self.relu & r[-1], 0, r)", "r_relu = Mux(self.relu, 0, r)",
+           (f"{_UNITS}::test_output_stage_at_its_bounds",),
+           "ReLU zeroes positive outputs too"),
+    Mutant("fence", "hdl/controller.py",
+           "engine_free & (~head.fence | all_done)", "engine_free & 1",
+           (f"{_PARTS}::test_a_fence_waits_for_everything_before_it",),
+           "a fence no longer waits for the descriptors before it"),
+    Mutant("sequence-number", "hdl/controller.py",
+           "self.record.seq.eq(self.seq)", "self.record.seq.eq(self.seq + 1)",
+           (f"{_PARTS}::test_controller_issues_in_order_and_reports_every_descriptor",),
+           "status records carry the next descriptor's number"),
+    Mutant("status-hold", "hdl/controller.py",
+           "with m.If(~self.status.valid | self.status.ready):",
+           "with m.If(~self.status.valid | 1):",
+           (f"{_FORMAL}[controller]",),
+           "a status record waiting for the host is replaced by the next"),
+    Mutant("follow", "hdl/sae.py",
+           "(beat.col[e] < self.loaded)", "(beat.col[e] <= self.loaded)",
+           (f"{_PARTS}::test_sae_against_golden",),
+           "a following SPMM gathers a row the loader has not written yet"),
+    Mutant("beat-split", "hdl/sae.py",
+           "s1_lo[e].eq(~beat.last | (e < beat.split))",
+           "s1_lo[e].eq(~beat.last | (e <= beat.split))",
+           (f"{_PARTS}::test_sae_against_golden",),
+           "a beat's first pair of the next row is added to the row it ends"),
+    Mutant("sae-credit", "hdl/sae.py", "self.commit.eq(self.row)]", "self.commit.eq(0)]",
+           (f"{_FORMAL}[sparse_engine]",),
+           "the SAE admits rows without spending credit: a row can be lost"),
+    Mutant("reader-room", "hdl/memport.py",
+           "(fifo.level + inflight < self.depth)", "(fifo.level + inflight <= self.depth)",
+           (f"{_FORMAL}[stream_reader]",),
+           "a reader asks for a word it has no room for"),
+    Mutant("writer-address", "hdl/memport.py",
+           "with m.Elif(wr.valid & wr.ready):", "with m.Elif(wr.valid):",
+           (f"{_FORMAL}[stream_writer]",),
+           "a writer moves on to the next address before its write is taken"),
+    Mutant("router-priority", "hdl/router.py",
+           "dce_xchg = route.dce_to_xchg & ~route.sae_to_xchg", "dce_xchg = route.dce_to_xchg",
+           (f"{_FORMAL}[exchange_router]",
+            f"{_PARTS}::test_two_producers_raise_the_error_and_lose_no_row"),
+           "a second producer is not held: two engines' rows mix in the exchange"),
+    Mutant("router-fork", "hdl/router.py",
+           "pipe_taken.eq(pipe_taken | (pipe_valid & into_pipe.ready))",
+           "pipe_taken.eq(pipe_taken)",
+           (f"{_FORMAL}[pipeline_fifo]",),
+           "the exchange branch of a fork forgets it took the row: duplicates"),
+    Mutant("router-consumers", "hdl/router.py",
+           "self.error.consumers.eq(1)", "self.error.producers.eq(1)",
+           (f"{_PARTS}::test_two_consumers_raise_the_error_and_duplicate_no_row",),
+           "two consumers are reported as two producers"),
+    Mutant("output-credit", "hdl/output_stage.py",
+           "self.credit.eq(self.inflight < self.depth)",
+           "self.credit.eq(self.inflight <= self.depth)",
+           (f"{_FORMAL}[output_path]",),
+           "the output path grants one row more credit than it has room"),
+    Mutant("dce-credit", "hdl/dce.py", "path.commit.eq(last_chunk),", "path.commit.eq(0),",
+           (f"{_FORMAL}[dense_engine]",),
+           "the DCE admits rows without spending credit: a row can be lost"),
+    Mutant("weight-address", "hdl/dce.py",
+           "wr.addr.eq(chunk)]", "wr.addr.eq(chunk + 1)]",
+           (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
+           "weights are stored one chunk off"),
+    Mutant("mac-first", "hdl/mac.py",
+           "Mux(p_first, 0, self.acc)", "Mux(p_first, self.acc, 0)",
+           (f"{_UNITS}::test_mac_cell_matches_model",),
+           "a MAC restarts its sum on every product but the first"),
+    Mutant("drain-last", "hdl/dce.py",
+           "feed.last.eq(self.drain_row + 1 == self.k)", "feed.last.eq(self.drain_row == self.k)",
+           (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
+           "an Xᵀ·G tile's last row is not marked last"),
+]
+
+
+def _copy_package(dest: Path) -> Path:
+    """The package's sources (not its caches, builds or virtual environment) under
+    ``dest/mixgcn``, importable as ``mixgcn`` with ``dest`` on the path."""
+    ignore = shutil.ignore_patterns(".git", ".venv", "build", "bench", "__pycache__",
+                                    ".pytest_cache", ".ruff_cache", "*.egg-info")
+    root = dest / "mixgcn"
+    shutil.copytree(PACKAGE, root, ignore=ignore)
+    return root
+
+
+def _pytest(root: Path, tests) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(root.parent), env.get("PYTHONPATH", "")])
+    env["MIXGCN_BUILD"] = str(root.parent / "build")
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-W", "error",
+                           "-p", "no:cacheprovider", *tests],
+                          cwd=root, env=env, capture_output=True, text=True)
+
+
+def _apply(root: Path, m: Mutant) -> str:
+    path = root / m.file
+    text = path.read_text()
+    if text.count(m.original) != 1:
+        raise ValueError(f"mutant {m.name}: {m.original!r} occurs {text.count(m.original)} "
+                         f"times in {m.file} (expected once)")
+    path.write_text(text.replace(m.original, m.mutated))
+    return text
+
+
+def run_mutants(mutants=MUTANTS, log=print) -> list[dict]:
+    """Run each mutant's tests on a scratch copy with it applied; a row per mutant:
+    name, file, killed (True/False/None: could not run), seconds, detail."""
+    with tempfile.TemporaryDirectory(prefix="mixgcn-mutants-") as tmp:
+        root = _copy_package(Path(tmp))
+        tests = sorted({t for m in mutants for t in m.tests})
+        base = _pytest(root, tests)
+        if base.returncode != 0:
+            raise RuntimeError("the mutants' tests fail on the unmutated design:\n"
+                               + base.stdout[-3000:])
+        rows = []
+        for m in mutants:
+            original = _apply(root, m)
+            t0 = time.perf_counter()
+            try:
+                r = _pytest(root, m.tests)
+            finally:
+                (root / m.file).write_text(original)
+            # pytest: 1 = tests failed (killed); 0 = passed (survived); else: no verdict
+            killed = {0: False, 1: True}.get(r.returncode)
+            failed = [ln for ln in r.stdout.splitlines() if ln.startswith("FAILED")]
+            rows.append(dict(name=m.name, file=m.file, killed=killed,
+                             seconds=time.perf_counter() - t0, tests=m.tests,
+                             breaks=m.breaks,
+                             detail=failed[0] if failed else r.stdout.strip()[-200:]))
+            verdict = {True: "killed", False: "SURVIVED", None: "ERROR"}[killed]
+            log(f"  {m.name:<18} {verdict}  ({rows[-1]['seconds']:.1f} s)")
+        return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="mixgcn-mutants", description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", action="append", choices=[m.name for m in MUTANTS],
+                   help="run only these mutants (repeatable)")
+    args = p.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    print(f"mutants: {len(chosen)} single-line mutations of hdl/", flush=True)
+    rows = run_mutants(chosen)
+    print(f"\n{'mutant':<18} {'file':<22} {'verdict':<9} {'s':>5}  killed by / breaks")
+    for r in rows:
+        verdict = {True: "killed", False: "SURVIVED", None: "ERROR"}[r["killed"]]
+        print(f"{r['name']:<18} {r['file']:<22} {verdict:<9} {r['seconds']:>5.1f}  "
+              f"{', '.join(t.split('::')[-1] for t in r['tests'])} — {r['breaks']}")
+    survivors = [r["name"] for r in rows if not r["killed"]]
+    print(f"\n{len(rows) - len(survivors)} of {len(rows)} mutants killed"
+          + (f"; not killed: {', '.join(survivors)}" if survivors else ""))
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,6 +17,8 @@ __all__ = ["Controller", "EngineReport", "Unit", "UnitTracker"]
 
 
 class Unit(enum.Enum, shape=2):
+    """The unit a descriptor names (docs/architecture.md, "Descriptors")."""
+
     LOAD = 0
     SPMM = 1
     GEMM = 2

@@ -57,6 +57,8 @@ __all__ = ["DCELayouts", "DCEOp", "DenseCombinationEngine", "MACArray", "WeightS
 
 
 class DCEOp(enum.Enum, shape=2):
+    """A DCE operation: ``X·W``, ``X·Wᵀ`` or ``Xᵀ·G`` (module docstring)."""
+
     XW = 0
     XWT = 1
     XTG = 2

@@ -57,6 +57,8 @@ __all__ = ["AggregationPipeline", "FeatureLoader", "Gather", "SAELayouts", "SAEO
 
 
 class SAEOp(enum.Enum, shape=1):
+    """An SAE command: fill a buffer bank, or compute an SpMM from one."""
+
     LOAD = 0
     SPMM = 1
 

@@ -267,3 +267,27 @@ def test_a_simulator_that_fails_to_start_says_why(monkeypatch):
                                           r"says: .ModuleNotFoundError: No module named "
                                           r".mixgcn.sim.chip.no_such_server"):
         process.SimulatedChip(TINY, name="chip 0 (tiny)")
+
+
+@pytest.mark.sim
+def test_a_broken_exchange_contract_reaches_the_host_as_one_line(chip):
+    """One batch in which both engines route rows into the exchange: the router holds
+    the second, raises its error flag, and the host reports it in one line."""
+    rng = np.random.default_rng(3)
+    s, x = _random_spmm(rng, n=12, k=9, f=TINY.lanes)
+    batch, _, _ = chip.layout_spmm(s, x, Stage(10))
+    for addr, words in batch.writes:
+        chip.device.write(addr, words)
+    descs = []
+    for d in batch.descs:
+        f = chip.lay.desc_layout.from_bits(d)
+        if Unit(f.unit) == Unit.SPMM:  # its rows into the exchange instead of memory
+            d = chip.descriptor(Unit.SPMM, bank=int(f.bank), rows=int(f.rows),
+                                src=int(f.src), src_len=int(f.src_len), to_xchg=1)
+        descs.append(d)
+    descs.append(chip.descriptor(Unit.GEMM, op=0, rows=12, k=1, m=1, src_len=12, b_len=1,
+                                 to_xchg=1))
+    with pytest.raises(DeviceError, match=r"^chip 7 \(tiny\): the exchange router stopped "
+                                          r"two producers: both engines routed rows into "
+                                          r"the exchange at once"):
+        chip.run_descriptors(descs, "two producers")

@@ -21,6 +21,9 @@ SIM_CONFIGS = {
 }
 
 
+SEEDS = {"tiny": 3, "e1_fifo1": 17, "e4_fifo3": 29}  # each configuration's testbench seed
+
+
 def _cases():
     for sim in available_simulators():
         for name in SIM_CONFIGS:
@@ -33,7 +36,7 @@ def _cases():
 def test_sae_cocotb(simulator, name):
     cfg = SIM_CONFIGS[name]
     env = config_env("MIXGCN_SAE_CONFIG", cfg)
-    env.update(MIXGCN_SEED=str(sorted(SIM_CONFIGS).index(name) + 1),
+    env.update(MIXGCN_SEED=str(SEEDS[name]),
                MIXGCN_DATA=str(planetoid_dir()))
     run_cocotb(sae_verilog(cfg), "sae", "mixgcn.sim.verify.tb_sae", simulator=simulator,
                extra_env=env)

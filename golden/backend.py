@@ -126,11 +126,12 @@ class DeviceReport:
     words_read: int = 0
     device_seconds: float = 0.0
     chip: dict | None = None  # the chip's configuration (ChipConfig.to_dict())
+    parallel: dict | None = None  # P chips: sharding, bytes moved (host.sharded)
 
     def to_json(self) -> dict:
         """The report's keys in a run's JSON (README, "Command line")."""
         if self.cycles is None:
-            return {"kernel_runs": self.kernel_runs}
+            return {"kernel_runs": self.kernel_runs, **(self.parallel or {})}
         per_op: dict[str, int] = {}
         per_site: dict[str, dict] = {}
         busy = {"sae": 0, "dce": 0}
@@ -147,7 +148,8 @@ class DeviceReport:
                     dce_busy_cycles=busy["dce"], cycles_per_op=per_op,
                     cycles_per_site=per_site, kernel_runs=self.kernel_runs,
                     sim_seconds=self.device_seconds, memory_words_written=self.words_written,
-                    memory_words_read=self.words_read, chip_config=self.chip)
+                    memory_words_read=self.words_read, chip_config=self.chip,
+                    **(self.parallel or {}))
 
 
 @runtime_checkable
@@ -176,6 +178,12 @@ class Backend(Protocol):
 
     def spmm_and_gemm(self, s, h, form: str, x, w, stages: tuple[Stage, Stage], *,
                       sites: tuple[str, str]) -> PairResult: ...
+
+    def derive(self, new, source, *, rowwise: bool = False, site: str = "") -> None:
+        """``new`` was computed on the host from ``source`` (an output of this backend),
+        elementwise or, with ``rowwise``, row by row. A backend that places tensors on
+        several chips keeps ``new`` where ``source`` is; one chip has nothing to do."""
+        ...
 
     def report(self) -> DeviceReport: ...
 
@@ -225,6 +233,9 @@ class GoldenBackend:
     def spmm_and_gemm(self, s, h, form, x, w, stages, *, sites=("", "")) -> PairResult:
         return PairResult(self.spmm(s, h, stages[0], site=sites[0]),
                           self.gemm(form, x, w, stages[1], site=sites[1]))
+
+    def derive(self, new, source, *, rowwise: bool = False, site: str = "") -> None:
+        pass  # one device: every tensor is where it is
 
     def report(self) -> DeviceReport:
         return DeviceReport(backend=self.name, kernel_runs=self.kernel_runs)

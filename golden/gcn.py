@@ -157,7 +157,7 @@ class FloatOps:
     def adjacency(self, adj: sp.csr_array):
         return sp.csr_array(adj, dtype=self.dtype)
 
-    def tensor(self, site: str, x):
+    def tensor(self, site: str, x, source=None, rowwise: bool = False):
         return x.astype(self.dtype)
 
     def to_float(self, t):
@@ -246,7 +246,7 @@ class GCN:
         last = len(self.weights) - 1
         for l, w_master in enumerate(self.weights):
             hd_float, scale = dropout(h_float, p, rng)
-            hd = ops.tensor(f"L{l}.in", hd_float)
+            hd = ops.tensor(f"L{l}.in", hd_float, source=h)  # h: None for the input
             w = ops.tensor(f"L{l}.w", w_master)
             relu = l != last
             fin, fout = self.dims[l]
@@ -260,6 +260,7 @@ class GCN:
                 cache.append(dict(order="agg", hd=hd, w=w, scale=scale, h=h, a=a))
             h = z
             h_float = ops.to_float(z)
+        cache[-1]["z"] = h  # the logits, which the loss's gradient is computed from
         return h_float, cache
 
     def backward(self, ops, adj, cache, grad_logits: np.ndarray) -> list[np.ndarray]:
@@ -278,7 +279,8 @@ class GCN:
         def wgrad(l, x, dt):
             keep(l, ops.gemm(f"L{l}.bwd.wgrad", "xtg", x, dt))
 
-        g = ops.tensor(f"L{len(cache) - 1}.grad", grad_logits)
+        g = ops.tensor(f"L{len(cache) - 1}.grad", grad_logits, source=cache[-1]["z"],
+                       rowwise=True)  # softmax and loss work on whole rows
         for l in range(len(cache) - 1, -1, -1):
             c = cache[l]
             mask = ops.positive(c["h"]) if l > 0 else None  # ReLU' of this layer's input
@@ -310,7 +312,7 @@ class GCN:
                 dh = ops.to_float(dhd)
                 if c["scale"] is not None:
                     dh = dh * c["scale"]
-                g = ops.tensor(f"L{l - 1}.grad", dh)
+                g = ops.tensor(f"L{l - 1}.grad", dh, source=dhd)
         if pending:
             wgrad(*pending)
         return grads

@@ -9,7 +9,8 @@ Each entry of :data:`BACKENDS` opens a :class:`~mixgcn.golden.backend.Backend`:
   :class:`~mixgcn.host.chip_driver.ChipBackend`.
 
 A backend holds resources (a simulator process): close it, or use it as a context
-manager through :func:`opened`.
+manager through :func:`opened`. :func:`open_chips` opens P of them in this process
+as a communicator (:mod:`mixgcn.host.comm`) for a run on P chips.
 """
 
 from __future__ import annotations
@@ -19,30 +20,49 @@ from contextlib import contextmanager
 
 from mixgcn.gen.config import CHIP_PRESETS, ChipConfig
 from mixgcn.golden.backend import Backend, GoldenBackend, NumberFormat
+from mixgcn.host.comm import InProcess
 
-__all__ = ["BACKENDS", "open_golden", "open_rtl", "opened"]
+__all__ = ["BACKENDS", "open_chips", "open_golden", "open_rtl", "opened"]
 
 
-def open_golden(*, width: int = 16) -> GoldenBackend:
-    """The functional model with ``width``-bit data."""
+def open_golden(*, width: int = 16, index: int = 0) -> GoldenBackend:
+    """The functional model with ``width``-bit data (``index``: unused, every instance
+    is alike)."""
     return GoldenBackend(NumberFormat(width=width))
 
 
 def open_rtl(*, chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "default",
              pipeline: bool = True, verbose: bool = False,
-             on_build: Callable[[], None] | None = None) -> Backend:
+             on_build: Callable[[], None] | None = None, index: int = 0) -> Backend:
     """A simulated ``chip`` (built on first use) behind the chip driver. ``pipeline``:
     pair kernels on both engines (False: every kernel alone); ``verbose``: show the
-    simulator's output; ``on_build``: called before a build that has to run."""
+    simulator's output; ``on_build``: called before a build that has to run; ``index``:
+    the chip's number in a system of several (its name in messages)."""
     from mixgcn.host.chip_driver import ChipBackend
     from mixgcn.sim.chip.process import SimulatedChip
 
-    device = SimulatedChip(chip, name=f"chip 0 ({chip_name})", verbose=verbose,
+    device = SimulatedChip(chip, name=f"chip {index} ({chip_name})", verbose=verbose,
                            on_build=on_build)
     return ChipBackend(device, pipeline=pipeline)
 
 
 BACKENDS: dict[str, Callable[..., Backend]] = {"golden": open_golden, "rtl": open_rtl}
+
+
+def open_chips(name: str, chips: int, **options) -> InProcess:
+    """``chips`` instances of the backend ``name`` in this process, as a communicator."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}: expected one of {sorted(BACKENDS)}")
+    backends: list[Backend] = []
+    try:
+        for p in range(chips):
+            backends.append(BACKENDS[name](**options, index=p))
+            options.pop("on_build", None)  # announced once: the others reuse the build
+    except BaseException:
+        for b in backends:
+            b.close()
+        raise
+    return InProcess(backends)
 
 
 @contextmanager

@@ -197,6 +197,9 @@ class ChipBackend:
         self._record(f"spmm|gemm_{form}", sites, "beside", res)
         return pair
 
+    def derive(self, new, source, *, rowwise: bool = False, site: str = "") -> None:
+        pass  # one chip: the host writes every operand it needs
+
     def report(self) -> DeviceReport:
         return self._report
 

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from mixgcn import __version__
@@ -14,9 +15,12 @@ from mixgcn.gen.config import CHIP_PRESETS, ConfigError, load_chip
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
 from mixgcn.golden.reorder import ORDERINGS
-from mixgcn.host.backends import BACKENDS, opened
+from mixgcn.host.backends import BACKENDS, open_chips, opened
+from mixgcn.host.comm import MPIHost, mpi_world_size, serve
 from mixgcn.host.device import DeviceError
-from mixgcn.host.train import PRECISIONS, train
+from mixgcn.host.sharded import CLOCK_MHZ, LINK_GBPS
+from mixgcn.host.sharding import PARALLELISMS, PARTITIONERS
+from mixgcn.host.train import PRECISIONS, Parallel, train
 
 DESCRIPTION = """\
 Train graph convolutional networks on the mixgcn accelerator: on its functional
@@ -55,8 +59,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="renumber the nodes first: rcm = reverse Cuthill-McKee, so an "
                         "SpMM can trail its input rows closely (default: none)")
     t.add_argument("--chips", type=int, default=1,
-                   help="simulated chips (only 1 so far: multi-chip Mixture of "
-                        "Parallelism is not built yet)")
+                   help="chips to share the kernels among (default 1); under mpiexec, one "
+                        "per rank: -n must equal --chips")
+    t.add_argument("--parallelism", default=None, choices=PARALLELISMS,
+                   help="with several chips: mop = Mixture of Parallelism (feature-parallel "
+                        "aggregation, node-parallel combination; default), partition = row "
+                        "partitions with halo exchange (the baseline)")
+    t.add_argument("--partitioner", default=None, choices=PARTITIONERS,
+                   help="how nodes are split among chips: contiguous ranges (default) or "
+                        "METIS's minimum edge cut (pymetis)")
+    t.add_argument("--link-gbps", type=float, default=None,
+                   help=f"bandwidth of each chip's link, for the exchanges' cycles "
+                        f"(default {LINK_GBPS:g} Gbit/s at a {CLOCK_MHZ:g} MHz chip clock)")
     t.add_argument("--no-pipeline", action="store_true",
                    help="rtl: run every kernel alone instead of pipelining an SpMM with "
                         "the GEMM it feeds or is fed by (to measure the pipeline's gain)")
@@ -113,9 +127,7 @@ def cmd_train(args) -> int:
     for flag, given in (("--no-pipeline", args.no_pipeline), ("--chip", args.chip)):
         if given and not rtl:
             raise _fail(f"{flag} applies to --backend rtl only")
-    if args.chips != 1:
-        raise _fail(f"--chips {args.chips}: only one chip is supported so far "
-                    "(multi-chip Mixture of Parallelism is not implemented yet)")
+    parallel, world = _parallel(args)
     precision = args.precision or ("fixed16" if rtl else "float32")
     if rtl and precision != "fixed16":
         raise _fail(f"the rtl backend computes in fixed point: --precision {precision} is "
@@ -125,7 +137,13 @@ def cmd_train(args) -> int:
         dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     except (ConfigError, DatasetError) as e:
         raise _fail(str(e)) from None
-    log = (lambda msg: None) if args.quiet else (
+    if parallel is not None:
+        try:
+            parallel.check(dataset)
+        except ValueError as e:
+            raise _fail(str(e)) from None
+    rank = world.Get_rank() if world is not None else 0
+    log = (lambda msg: None) if args.quiet or rank else (
         lambda msg: print(f"mixgcn: {msg}", file=sys.stderr, flush=True))
     log(dataset.summary())
     options = {}
@@ -145,14 +163,25 @@ def cmd_train(args) -> int:
         f"{args.backend}{f' (chip {chip_name})' if rtl else ''}, {config.epochs} epochs, "
         f"seed {config.seed}"
         + (f", nodes reordered ({args.reorder})" if args.reorder != "none" else ""))
+    if parallel is not None:
+        log(f"sharing every kernel among {parallel.chips} chips: "
+            + ("Mixture of Parallelism (aggregation by feature columns, combination by "
+               "node rows)" if parallel.parallelism == "mop" else
+               "partition parallelism (node rows, halo exchange)")
+            + f", nodes split {parallel.partitioner}; exchanges timed at "
+              f"{parallel.link_gbps:g} Gbit/s per chip at {CLOCK_MHZ:g} MHz"
+            + (f"; one chip per MPI rank ({parallel.chips} ranks)" if world else ""))
     t0 = time.perf_counter()
     try:
-        with opened(args.backend, **options) as backend:
+        with _chips(args.backend, options, parallel, world) as backend:
+            if backend is None:  # an MPI rank that serves its chip to rank 0
+                return 0
             if rtl:
-                log(f"simulated chip ready ({time.perf_counter() - t0:.1f} s)")
+                log(f"simulated chip{'s' if parallel and parallel.chips > 1 else ''} ready "
+                    f"({time.perf_counter() - t0:.1f} s)")
             result = train(dataset, config, precision=precision, backend=backend,
                            progress=None if args.quiet else progress_printer(config.epochs),
-                           reorder=args.reorder)
+                           reorder=args.reorder, parallel=parallel)
     except (ValueError, DeviceError, RuntimeError) as e:
         raise _fail(str(e)) from None
     except KeyboardInterrupt:
@@ -167,6 +196,10 @@ def cmd_train(args) -> int:
         per_op = ", ".join(f"{k} {v:,}" for k, v in sorted(result["cycles_per_op"].items()))
         print(f"simulated cycles: {result['cycles']:,} (SAE busy {result['sae_busy_cycles']:,}, "
               f"DCE busy {result['dce_busy_cycles']:,}; {per_op})")
+    if "bytes_moved" in result:
+        ops = ", ".join(f"{k} {v:,}" for k, v in result["bytes_per_op"].items())
+        print(f"between chips: {result['bytes_moved']:,} bytes ({ops or 'nothing'}); "
+              f"most into one chip {max(result['bytes_per_chip']):,}")
     print(f"weights sha256: {result['weights_sha256']}")
     if args.json:
         try:
@@ -176,6 +209,68 @@ def cmd_train(args) -> int:
             raise _fail(f"could not write {args.json}: {e.strerror or e}") from None
         print(f"metrics written to {args.json}")
     return 0
+
+
+def _parallel(args):
+    """The run's sharing among chips (None: one chip, as always), and the MPI world
+    when started by mpiexec with several ranks."""
+    given = (args.parallelism, args.partitioner, args.link_gbps)
+    ranks = mpi_world_size()
+    world = None
+    if ranks is not None and ranks > 1:
+        if args.chips != ranks:
+            raise _fail(f"mpiexec started {ranks} ranks but --chips is {args.chips}: "
+                        "run one rank per chip (mpiexec -n P mixgcn train --chips P)")
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            raise _fail("running under mpiexec needs mpi4py (pip install "
+                        "'mixgcn[parallel]')") from None
+        world = MPI.COMM_WORLD
+        if world.Get_size() != ranks:
+            raise _fail(f"mpi4py sees {world.Get_size()} ranks, mpiexec started {ranks}: "
+                        "is mpi4py built for the MPI that started this run?")
+    if args.chips == 1 and world is None and all(v is None for v in given):
+        return None, None
+    if args.precision not in (None, "fixed16") or (args.precision is None
+                                                    and args.backend == "golden"):
+        raise _fail(f"--chips {args.chips}: chips compute in fixed point; add "
+                    "--precision fixed16")
+    try:
+        parallel = Parallel(args.chips, args.parallelism or "mop",
+                            args.partitioner or "contiguous",
+                            LINK_GBPS if args.link_gbps is None else args.link_gbps)
+    except ValueError as e:
+        raise _fail(f"--chips {args.chips}: {e}") from None
+    if not (parallel.link_gbps > 0 and parallel.link_gbps < float("inf")):
+        raise _fail(f"--link-gbps must be a finite number > 0, got {args.link_gbps}")
+    return parallel, world
+
+
+@contextmanager
+def _chips(name: str, options: dict, parallel, world):
+    """What train() runs on: one backend; P in this process; or, under MPI, chip 0
+    here and one per other rank (``None`` on those ranks, after serving)."""
+    if parallel is None:
+        with opened(name, **options) as backend:
+            yield backend
+        return
+    if world is None:
+        comm = open_chips(name, parallel.chips, **options)
+    else:
+        rank = world.Get_rank()
+        if rank:
+            options.pop("on_build", None)
+        local = BACKENDS[name](**options, index=rank)
+        if rank:
+            serve(world, local)
+            yield None
+            return
+        comm = MPIHost(world, local)
+    try:
+        yield comm
+    finally:
+        comm.close()
 
 
 def main(argv: list[str] | None = None) -> int:

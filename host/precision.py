@@ -55,14 +55,22 @@ class FixedOps:
     def adjacency(self, adj: sp.csr_array) -> Fixed:
         return quantize(adj, self.width)
 
-    def tensor(self, site: str, x) -> Fixed:
-        return quantize(x, self.width)
+    def tensor(self, site: str, x, source: Fixed | None = None, rowwise: bool = False) -> Fixed:
+        """``x`` quantised. ``source``: the kernel output ``x`` was computed from on the
+        host (elementwise, or row by row with ``rowwise``), so the backend keeps the
+        result where that output is."""
+        t = quantize(x, self.width)
+        if source is not None:
+            self.backend.derive(t.mant, source.mant, rowwise=rowwise, site=site)
+        return t
 
     def to_float(self, t: Fixed):
         return dequantize(t, np.float32)
 
     def positive(self, t: Fixed) -> np.ndarray:
-        return t.mant > 0
+        mask = t.mant > 0
+        self.backend.derive(mask, t.mant)
+        return mask
 
     # kernels
     def spmm(self, site: str, adj: Fixed, h: Fixed, relu=False, mask=None) -> Fixed:

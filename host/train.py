@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,9 +18,12 @@ from mixgcn.golden.gcn import GCN, Adam, FloatOps, GCNConfig, accuracy, softmax_
 from mixgcn.golden.graph import normalized_adjacency
 from mixgcn.golden.reorder import bandwidth, node_order
 from mixgcn.golden.reorder import reorder as reordered
+from mixgcn.host.comm import Communicator
 from mixgcn.host.precision import FixedOps
+from mixgcn.host.sharded import LINK_GBPS, ShardedBackend
+from mixgcn.host.sharding import PARALLELISMS, PARTITIONERS, NodePartition, check_parts
 
-__all__ = ["PRECISIONS", "normalize_features", "train"]
+__all__ = ["PRECISIONS", "Parallel", "normalize_features", "train"]
 
 PRECISIONS = ("float32", "float64", "fixed16")
 
@@ -29,6 +33,30 @@ def normalize_features(x: sp.csr_array) -> sp.csr_array:
     s = np.asarray(x.sum(axis=1)).ravel()
     inv = np.divide(1.0, s, out=np.zeros_like(s, dtype=np.float64), where=s != 0)
     return sp.csr_array(sp.diags_array(inv) @ x, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How a run shares its kernels among P chips (docs/parallelism.md)."""
+
+    chips: int
+    parallelism: str = "mop"
+    partitioner: str = "contiguous"
+    link_gbps: float = LINK_GBPS
+
+    def __post_init__(self):
+        check_parts(self.chips, self.chips, "chips")
+        if self.parallelism not in PARALLELISMS:
+            raise ValueError(f"unknown parallelism {self.parallelism!r}: expected one of "
+                             f"{PARALLELISMS}")
+        if self.partitioner not in PARTITIONERS:
+            raise ValueError(f"unknown partitioner {self.partitioner!r}: expected one of "
+                             f"{PARTITIONERS}")
+
+    def check(self, dataset: Dataset) -> None:
+        """Refuse more chips than the nodes or the input features they share."""
+        check_parts(self.chips, dataset.num_nodes, f"nodes ({dataset.name})")
+        check_parts(self.chips, dataset.num_features, f"input features ({dataset.name})")
 
 
 def make_ops(precision: str, backend: Backend | None = None):
@@ -53,6 +81,7 @@ def train(
     backend: Backend | None = None,
     progress: Callable[[dict], None] | None = None,
     reorder: str = "none",
+    parallel: Parallel | None = None,
 ) -> dict:
     """Train a GCN on ``dataset``; return the run's metrics (the CLI's JSON keys).
 
@@ -66,14 +95,32 @@ def train(
     ``reorder`` renumbers the nodes first (:mod:`mixgcn.golden.reorder`): the same
     model on the same graph, rows in another order (which changes the dropout masks'
     assignment to nodes, so the weights differ from an unreordered run).
+    ``parallel``: run on P chips — ``backend`` is then a
+    :class:`~mixgcn.host.comm.Communicator` of P chips, which the kernels are shared
+    among (:class:`~mixgcn.host.sharded.ShardedBackend`); the weights are the same
+    whatever P and the parallelism.
     """
-    ops = make_ops(precision, backend)
     dataset = reordered(dataset, node_order(dataset, reorder))
+    a_hat = normalized_adjacency(dataset.edge_index, dataset.num_nodes)
+    if parallel is not None:
+        if not isinstance(backend, Communicator):
+            raise TypeError(f"a run on {parallel.chips} chips needs a Communicator, got "
+                            f"{backend!r}")
+        if precision != "fixed16":
+            raise ValueError(f"chips run fixed-point kernels: precision {precision!r} "
+                             "cannot be shared among chips (use fixed16)")
+        if backend.size != parallel.chips:
+            raise ValueError(f"{backend.size} chips for a run on {parallel.chips}")
+        parallel.check(dataset)
+        backend = ShardedBackend(backend, NodePartition.build(a_hat, parallel.chips,
+                                                              parallel.partitioner),
+                                 parallel.parallelism, link_gbps=parallel.link_gbps)
+    ops = make_ops(precision, backend)
     t0 = time.perf_counter()
     rng = np.random.default_rng(config.seed)
     master = np.float64 if precision == "float64" else np.float32
     model = GCN(config, dataset.num_features, dataset.num_classes, rng, master)
-    adj = ops.adjacency(normalized_adjacency(dataset.edge_index, dataset.num_nodes))
+    adj = ops.adjacency(a_hat)
     x = normalize_features(dataset.features).astype(master)
     opt = Adam(config.lr)
     decay = [config.weight_decay] + [0.0] * (config.layers - 1)

@@ -109,7 +109,6 @@ def test_unwritable_json_is_refused_before_training(tmp_path):
                                              "default, ecp5 or a .json file"),
     (["--backend", "rtl", "--chip", "nowhere.json"], "chip file nowhere.json: No such file"),
     (["--backend", "rtl", "--precision", "float32"], "--precision float32 is not available"),
-    (["--backend", "rtl", "--chips", "2"], "--chips 2: only one chip is supported"),
 ])
 def test_backend_options_are_checked(args, message):
     with pytest.raises(SystemExit, match=message):

@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PYTEST := $(PY) -m pytest -W error
 
-.PHONY: setup test test-fast sim formal mutants demo verilog bench lint clean
+.PHONY: setup test test-fast sim formal mutants demo demo-mpi verilog bench lint clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,13 @@ demo: $(STAMP)
 	$(VENV)/bin/mixgcn train --backend rtl --dataset synthetic --epochs 50 \
 		--json build/demo.json
 
+# Mixture of Parallelism over MPI: one simulated chip per rank (mpiexec comes with the
+# mpich wheel), on the built-in graph. CHIPS=P to change.
+CHIPS ?= 2
+demo-mpi: $(STAMP)
+	$(VENV)/bin/mpiexec -n $(CHIPS) $(VENV)/bin/mixgcn train --backend rtl --chips $(CHIPS) \
+		--dataset synthetic --epochs 20 --json build/demo-mpi.json
+
 verilog: $(STAMP)
 	$(PY) -m mixgcn.gen.verilog --out build/verilog --lint
 
@@ -52,5 +59,5 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf build bench/results.json bench/results.txt .pytest_cache .ruff_cache
+	rm -rf build bench/results.json bench/results.txt bench/*.png .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

@@ -350,8 +350,142 @@ def bench_presets() -> tuple[dict, list[str]]:
     return keys, rows
 
 
+COMM_CHIPS = (1, 2, 4, 8, 16)
+COMM_CONFIGS = (("mop", "contiguous"), ("partition", "contiguous"), ("partition", "metis"))
+POWER_LAW = "synthetic:nodes=100000,degree=20"  # power-law degrees, about 2 M directed edges
+
+
+def bench_comm(out_dir: Path) -> tuple[dict, list[str]]:
+    """Bytes between chips per training epoch, and memory per chip, against P: MoP
+    beside partition parallelism (contiguous and METIS rows), on the golden backend,
+    with docs/parallelism.md's formulas for the same exchanges."""
+    from mixgcn.host.comm import InProcess
+    from mixgcn.host.train import Parallel
+
+    graphs = []
+    try:
+        graphs.append(("cora", _cora()))
+    except NotRun as e:
+        _log(f"comm: Cora skipped: {e}")
+    graphs.append(("powerlaw", load_dataset(POWER_LAW)))
+    entries = []
+    rows = ["Between chips, one training epoch (golden backend, fixed16; 2-layer GCN, hidden "
+            "16): bytes moved and the formulas' bytes for the same exchanges",
+            f"  {'graph':<9} {'P':>3} {'parallelism':<22} {'total':>13} {'formula':>13} "
+            f"{'max/chip':>12} {'all-to-all':>12} {'halo':>12} {'allgather':>12} "
+            f"{'memory/chip':>12}"]
+    for tag, ds in graphs:
+        for chips in COMM_CHIPS:
+            for parallelism, partitioner in COMM_CONFIGS:
+                _log(f"comm: {tag} on {chips} chips, {parallelism} ({partitioner})")
+                r = train(ds, GCNConfig(epochs=1), "fixed16",
+                          InProcess([GoldenBackend() for _ in range(chips)]),
+                          parallel=Parallel(chips, parallelism, partitioner))
+                t = r["epoch_traffic"][0]
+                e = dict(graph=tag, nodes=ds.num_nodes, edges=ds.num_edges, chips=chips,
+                         parallelism=parallelism, partitioner=partitioner,
+                         bytes_total=t["bytes_moved"], bytes_per_chip_max=max(t["bytes_per_chip"]),
+                         formula_bytes=t["formula_bytes"], bytes_per_op=t["bytes_per_op"],
+                         memory_per_chip_max=max(sum(m.values()) for m in r["memory_per_chip"]),
+                         memory_per_chip=r["memory_per_chip"])
+                entries.append(e)
+                op = t["bytes_per_op"]
+                rows.append(f"  {tag:<9} {chips:>3} {parallelism + ' (' + partitioner + ')':<22} "
+                            f"{e['bytes_total']:>13,} {e['formula_bytes']:>13,} "
+                            f"{e['bytes_per_chip_max']:>12,} {op.get('alltoall', 0):>12,} "
+                            f"{op.get('halo', 0):>12,} {op.get('allgather', 0):>12,} "
+                            f"{e['memory_per_chip_max']:>12,}")
+    rows.append("  (allgather: the weight gradients' right operand, the price of exact "
+                "gradients on any P; stats: output-stage statistics, in the total)")
+    plot = _plot_comm(entries, out_dir / "comm.png")
+    if plot:
+        rows.append(f"  plot: {plot}")
+    return dict(comm=entries), rows
+
+
+def _plot_comm(entries: list[dict], path: Path) -> str | None:
+    try:
+        import matplotlib
+    except ImportError:
+        _log("comm: no matplotlib, no plot")
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    graphs = sorted({e["graph"] for e in entries})
+    fig, axes = plt.subplots(1, len(graphs), figsize=(5.5 * len(graphs), 4), squeeze=False)
+    for ax, g in zip(axes[0], graphs, strict=True):
+        for parallelism, partitioner in COMM_CONFIGS:
+            pts = [(e["chips"], e["bytes_per_chip_max"]) for e in entries
+                   if e["graph"] == g and e["parallelism"] == parallelism
+                   and e["partitioner"] == partitioner and e["chips"] > 1]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o",
+                        label=f"{parallelism} ({partitioner})")
+        ax.set(xscale="log", yscale="log", xlabel="chips P",
+               ylabel="bytes into the busiest chip per epoch", title=g)
+        ax.set_xticks(COMM_CHIPS[1:], [str(c) for c in COMM_CHIPS[1:]])
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)
+
+
+def bench_mop_rtl() -> tuple[dict, list[str]]:
+    """Cora on P simulated default chips (P = 1, 2, 4; MoP and METIS partitions): cycles
+    of an epoch (each step's slowest chip plus the exchanges at the stated link), each
+    chip's cycles, and the simulation's wall time."""
+    from mixgcn.host.backends import open_chips
+    from mixgcn.host.comm import InProcess
+    from mixgcn.host.train import Parallel
+
+    cora = _cora()
+
+    class Borrowed(InProcess):  # some of the open chips, left open for the next run
+        def close(self):
+            if self._pool is not None:
+                self._pool.shutdown()
+
+    keys, rows = {}, ["Cora on P simulated default chips (2 epochs; the 2nd reported; "
+                      "link 10 Gbit/s per chip at 100 MHz)",
+                      f"  {'P':>2} {'parallelism':<20} {'epoch cycles':>12} {'exchange':>9} "
+                      f"{'per chip (whole run)':<34} {'wall s/epoch':>12}"]
+    chips = open_chips("rtl", 4, chip=CHIP_PRESETS["default"], chip_name="default",
+                       on_build=lambda: _log("building the default chip (once)"))
+    runs = []
+    try:
+        for p, parallelism, partitioner in ((1, "mop", "contiguous"), (2, "mop", "contiguous"),
+                                            (4, "mop", "contiguous"),
+                                            (2, "partition", "metis"),
+                                            (4, "partition", "metis")):
+            _log(f"mop rtl: 2 Cora epochs on {p} chips, {parallelism} ({partitioner})")
+            r = train(cora, GCNConfig(epochs=2), "fixed16", Borrowed(chips.backends[:p]),
+                      parallel=Parallel(p, parallelism, partitioner))
+            runs.append(dict(chips=p, parallelism=parallelism, partitioner=partitioner,
+                             epoch_cycles=r["epoch_cycles"][-1],
+                             exchange_cycles=r["exchange_cycles"],
+                             cycles_per_chip=r["cycles_per_chip"],
+                             epoch_seconds=r["epoch_seconds_median"],
+                             weights_sha256=r["weights_sha256"]))
+            rows.append(f"  {p:>2} {parallelism + ' (' + partitioner + ')':<20} "
+                        f"{r['epoch_cycles'][-1]:>12,} {r['exchange_cycles']:>9,} "
+                        f"{', '.join(f'{c:,}' for c in r['cycles_per_chip']):<34} "
+                        f"{r['epoch_seconds_median']:>12.2f}")
+    finally:
+        chips.close()
+    if len({r["weights_sha256"] for r in runs}) != 1:
+        raise RuntimeError("the weights depend on the number of chips: the arithmetic differs")
+    keys["mop_rtl_cora"] = runs
+    rows.append("  (exchange: the run's exchange cycles, all epochs; every run gave the same "
+                "weights)")
+    return keys, rows
+
+
 SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": bench_rtl,
-            "presets": bench_presets}
+            "presets": bench_presets, "comm": bench_comm, "mop_rtl": bench_mop_rtl}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,7 +504,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         t0 = time.perf_counter()
         try:
-            keys, rows = SECTIONS[name]()
+            keys, rows = (SECTIONS[name](args.out.parent) if name == "comm"
+                          else SECTIONS[name]())
         except NotRun as e:
             _log(f"{name}: not run: {e}")
             results["sections"][name] = dict(status="not run", reason=str(e))
@@ -379,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds = time.perf_counter() - t0
         results.update(keys)
         results["sections"][name] = dict(status="measured", seconds=seconds)
+        _log(f"{name}: {seconds:.1f} s")
         table += [*rows, f"  ({name}: {seconds:.1f} s)", ""]
     results["machine"] = dict(python=platform.python_version(), cpus=os.cpu_count(),
                               numpy=np.__version__)

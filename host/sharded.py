@@ -110,6 +110,7 @@ class ShardedBackend:
         self.bytes_per_layer: dict[str, float] = {}
         self.exchanges = 0
         self.exchange_cycles = 0
+        self.formula_bytes = 0.0  # the same exchanges by docs/parallelism.md's formulas
         self.words = [0, 0]  # written, read by the host (over all chips)
         self.seconds = 0.0
         self.memory = [dict(graph=0, features=0, weights=0) for _ in range(self.P)]
@@ -429,6 +430,14 @@ class ShardedBackend:
         moved = moves * (bits / 8)
         kind = _EXCHANGE.get(need, "alltoall")
         self._count(kind, site, moved.sum(axis=0), moved.sum())
+        rows, cols = shape
+        P = self.P
+        self.formula_bytes += bits / 8 * {
+            "alltoall": rows * cols * (P - 1) / P,  # MixGCN's all-to-all
+            "allgather": rows * cols * (P - 1),
+            "halo": sum(len(c) - len(r) for r, c in zip(self.nodes.rows, self.nodes.halo_rows,
+                                                        strict=True)) * cols,  # Σ|B_p|·F
+        }[kind]
         busiest = max(moved.sum(axis=0).max(), moved.sum(axis=1).max())
         bytes_per_cycle = self.link_gbps * 1e9 / 8 / (self.clock_mhz * 1e6)
         cycles = math.ceil(busiest / bytes_per_cycle)
@@ -455,6 +464,7 @@ class ShardedBackend:
             bytes_per_chip=[round(float(b)) for b in self.bytes_per_chip],
             bytes_per_op={k: round(float(v)) for k, v in sorted(self.bytes_per_op.items())},
             bytes_per_layer={k: round(float(v)) for k, v in sorted(self.bytes_per_layer.items())},
+            formula_bytes=round(self.formula_bytes),
             exchanges=self.exchanges,
             exchange_cycles=self.exchange_cycles if self.timed else None,
             cycles_per_chip=[int(c) for c in self.cycles_per_chip] if self.timed else None,

@@ -126,12 +126,17 @@ def train(
     decay = [config.weight_decay] + [0.0] * (config.layers - 1)
     labels, train_mask = dataset.labels, dataset.train_mask
 
-    def device_cycles():
-        return ops.backend.report().cycles if isinstance(ops, FixedOps) else None
+    def device_counts():
+        """The device's cycles so far (None if it does not count them) and, on several
+        chips, the bytes moved between them so far."""
+        if not isinstance(ops, FixedOps):
+            return None, None
+        r = ops.backend.report()
+        return r.cycles, r.parallel
 
-    epoch_seconds, epoch_cycles = [], []
+    epoch_seconds, epoch_cycles, epoch_bytes = [], [], []
     for epoch in range(config.epochs):
-        cycles_before = device_cycles()
+        cycles_before, bytes_before = device_counts()
         te = time.perf_counter()
         logits, cache = model.forward(ops, adj, x, rng)
         logits = np.asarray(logits, dtype=master)
@@ -139,9 +144,18 @@ def train(
         grads = model.backward(ops, adj, cache, grad)
         opt.step(model.weights, grads, decay)
         epoch_seconds.append(time.perf_counter() - te)
-        cycles = device_cycles()
+        cycles, moved = device_counts()
         if cycles is not None:
             epoch_cycles.append(cycles - cycles_before)
+        if moved is not None:  # on several chips: what this epoch moved between them
+            epoch_bytes.append(dict(
+                bytes_moved=moved["bytes_moved"] - bytes_before["bytes_moved"],
+                formula_bytes=moved["formula_bytes"] - bytes_before["formula_bytes"],
+                bytes_per_op={k: v - bytes_before["bytes_per_op"].get(k, 0)
+                              for k, v in moved["bytes_per_op"].items()},
+                bytes_per_chip=[a - b for a, b in zip(moved["bytes_per_chip"],
+                                                      bytes_before["bytes_per_chip"],
+                                                      strict=True)]))
         if progress is not None:
             progress(dict(epoch=epoch + 1, epochs=config.epochs, loss=loss,
                           train_accuracy=accuracy(logits, labels, train_mask),
@@ -177,4 +191,7 @@ def train(
         result.update(ops.backend.report().to_json())
         if epoch_cycles:
             result["epoch_cycles"] = epoch_cycles
+        if epoch_bytes:
+            result["epoch_bytes_moved"] = [e["bytes_moved"] for e in epoch_bytes]
+            result["epoch_traffic"] = epoch_bytes
     return result

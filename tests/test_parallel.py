@@ -76,7 +76,7 @@ def test_alltoall_volume_per_layout_switch():
     [R_q, S_p] of p ≠ q otherwise."""
     rng = np.random.default_rng(0)
     for n, f, p in ((60, 12, 4), (60, 12, 3), (61, 7, 4), (50, 5, 2)):
-        ds, a = _graph(n)
+        _, a = _graph(n)
         s = _mants(rng, (n, n)) * (a.toarray() != 0)
         s = sp.csr_array(s)
         x, w = _mants(rng, (n, 9)), _mants(rng, (9, f))

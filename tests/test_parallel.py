@@ -232,7 +232,7 @@ class _Borrowed(InProcess):
 @pytest.mark.sim
 def test_cora_in_rtl_on_p_chips_equals_golden(cora, default_chips):
     one = train(cora, TWO_EPOCHS, "fixed16")["weights_sha256"]
-    for p in (2, 3, 4):
+    for p in (1, 2, 3, 4):
         for parallelism in ("mop", "partition"):
             run = train(cora, TWO_EPOCHS, "fixed16", _Borrowed(default_chips[:p]),
                         parallel=Parallel(p, parallelism))

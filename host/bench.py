@@ -411,6 +411,7 @@ def _plot_comm(entries: list[dict], path: Path) -> str | None:
         return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     graphs = sorted({e["graph"] for e in entries})
     fig, axes = plt.subplots(1, len(graphs), figsize=(5.5 * len(graphs), 4), squeeze=False)
@@ -425,6 +426,7 @@ def _plot_comm(entries: list[dict], path: Path) -> str | None:
         ax.set(xscale="log", yscale="log", xlabel="chips P",
                ylabel="bytes into the busiest chip per epoch", title=g)
         ax.set_xticks(COMM_CHIPS[1:], [str(c) for c in COMM_CHIPS[1:]])
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     fig.tight_layout()

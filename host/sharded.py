@@ -272,7 +272,7 @@ class ShardedBackend:
             elif len(given) == 1 and len(parts) == 1:
                 calls.append(Call(given[0][0], given[0][1], dict(site=sites[0])))
             elif len(given) == 1:  # a chip with a share of one kernel of a pair only
-                i = mine.index(given[0])
+                i = next(k for k, c in enumerate(mine) if c is not None)
                 calls.append(Call(given[0][0], given[0][1], dict(site=sites[i])))
             else:  # its shares of both: the SpMM beside the GEMM
                 (_, (s, h, st1)), (_, (form, x, w, st2)) = mine

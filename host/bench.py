@@ -446,11 +446,6 @@ def bench_mop_rtl() -> tuple[dict, list[str]]:
 
     cora = _cora()
 
-    class Borrowed(InProcess):  # some of the open chips, left open for the next run
-        def close(self):
-            if self._pool is not None:
-                self._pool.shutdown()
-
     keys, rows = {}, ["Cora on P simulated default chips (2 epochs; the 2nd reported; "
                       "link 10 Gbit/s per chip at 100 MHz)",
                       f"  {'P':>2} {'parallelism':<20} {'epoch cycles':>12} {'exchange':>9} "
@@ -464,7 +459,8 @@ def bench_mop_rtl() -> tuple[dict, list[str]]:
                                             (2, "partition", "metis"),
                                             (4, "partition", "metis")):
             _log(f"mop rtl: 2 Cora epochs on {p} chips, {parallelism} ({partitioner})")
-            r = train(cora, GCNConfig(epochs=2), "fixed16", Borrowed(chips.backends[:p]),
+            borrowed = InProcess(chips.backends[:p], owned=False)
+            r = train(cora, GCNConfig(epochs=2), "fixed16", borrowed,
                       parallel=Parallel(p, parallelism, partitioner))
             runs.append(dict(chips=p, parallelism=parallelism, partitioner=partitioner,
                              epoch_cycles=r["epoch_cycles"][-1],

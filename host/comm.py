@@ -86,9 +86,10 @@ class Communicator(Protocol):
 
 
 class InProcess:
-    """P backends in this process."""
+    """P backends in this process; ``owned=False`` leaves them open on :meth:`close`
+    (chips borrowed for one run of several)."""
 
-    def __init__(self, backends: Sequence[Backend]):
+    def __init__(self, backends: Sequence[Backend], *, owned: bool = True):
         if not backends:
             raise ValueError("a communicator needs at least one chip")
         self.backends = list(backends)
@@ -96,6 +97,7 @@ class InProcess:
         self.name = self.backends[0].name
         self.fmt = self.backends[0].fmt
         self.transport = "in-process"
+        self.owned = owned
         self._pool = ThreadPoolExecutor(self.size) if self.size > 1 else None
 
     def map(self, calls: Sequence[Call | None]) -> list[Outcome | None]:
@@ -114,6 +116,8 @@ class InProcess:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
+        if not self.owned:
+            return
         errors = []
         for b in self.backends:
             try:

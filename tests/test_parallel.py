@@ -221,20 +221,12 @@ def default_chips():
             c.close()
 
 
-class _Borrowed(InProcess):
-    """Some of the module's chips, left open for the next run."""
-
-    def close(self):
-        if self._pool is not None:
-            self._pool.shutdown()
-
-
 @pytest.mark.sim
 def test_cora_in_rtl_on_p_chips_equals_golden(cora, default_chips):
     one = train(cora, TWO_EPOCHS, "fixed16")["weights_sha256"]
     for p in (1, 2, 3, 4):
         for parallelism in ("mop", "partition"):
-            run = train(cora, TWO_EPOCHS, "fixed16", _Borrowed(default_chips[:p]),
+            run = train(cora, TWO_EPOCHS, "fixed16", InProcess(default_chips[:p], owned=False),
                         parallel=Parallel(p, parallelism))
             assert run["weights_sha256"] == one, (p, parallelism)
             assert len(run["cycles_per_chip"]) == p and min(run["cycles_per_chip"]) > 0

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from mixgcn.golden.fixed import required_acc_width
 
-__all__ = ["CHIP_PRESETS", "DCE_PRESETS", "SAE_PRESETS", "ChipConfig", "ConfigError", "DCEConfig",
-           "SAEConfig", "load_chip"]
+__all__ = ["CHIP_PRESETS", "DCE_PRESETS", "FABRIC_KINDS", "FABRIC_PRESETS", "SAE_PRESETS",
+           "ChipConfig", "ConfigError", "DCEConfig", "FabricConfig", "SAEConfig", "SystemConfig",
+           "load_chip"]
 
 
 class ConfigError(ValueError):
@@ -292,3 +293,117 @@ def load_chip(spec: str) -> tuple[str, ChipConfig]:
         return str(path), ChipConfig.from_dict(d, where=str(path))
     except TypeError as e:  # a value of the wrong kind where a nested object belongs
         raise ConfigError(f"chip file {path}: {e}") from None
+
+
+FABRIC_KINDS = ("crossbar", "serial")
+
+
+@dataclass(frozen=True)
+class FabricConfig:
+    """The exchange fabric between P chips (docs/fabric.md): a link from every chip to
+    every chip (to itself too), each carrying ``link_width`` bits a cycle with
+    ``latency`` cycles from sender to receiver and credit-based flow control over a
+    receive buffer of ``credits`` flits.
+
+    - ``kind``: ``crossbar`` — chips on one die: every link is a whole row wide
+      (``link_width=0`` means exactly that), one cycle; ``serial`` — chips on separate
+      boards: the links between chips are ``link_width`` bits (a few GPIO/PMOD pins),
+      a chip's link to itself stays a crossbar link;
+    - ``latency``: cycles a flit (and a returned credit) takes on a serial link;
+    - ``credits``: flits a receiver buffers; with fewer than the round trip
+      (2 · latency + 2) a link cannot send a flit every cycle;
+    - ``depth``: rows the reassembly buffer holds per source (crossbar links' credits).
+    """
+
+    kind: str = "crossbar"
+    link_width: int = 0
+    latency: int = 1
+    credits: int = 4
+    depth: int = 4
+
+    def __post_init__(self):
+        if self.kind not in FABRIC_KINDS:
+            raise ConfigError(f"FabricConfig.kind must be one of {', '.join(FABRIC_KINDS)}, "
+                              f"got {self.kind!r}")
+        _int(self, "link_width", 0, 4096)
+        _int(self, "latency", 1, 1024)
+        _int(self, "credits", 1, 4096)
+        _int(self, "depth", 1, 4096)
+        if self.kind == "serial" and self.link_width == 0:
+            raise ConfigError("FabricConfig.link_width must be >= 1 for serial links, got 0")
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "FabricConfig") -> FabricConfig:
+        # not _from_dict: here ``kind`` is a parameter, not the object's type
+        if not isinstance(d, dict):
+            raise ConfigError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+FABRIC_PRESETS: dict[str, FabricConfig] = {
+    "crossbar": FabricConfig(),
+    # 8 data pins a direction (one PMOD), 8 cycles each way, 32 flits of credit: a
+    # flit every cycle when nothing else stalls it (round trip 18 < 32)
+    "serial": FabricConfig(kind="serial", link_width=8, latency=8, credits=32),
+}
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """``chips`` chips of one configuration joined by an exchange fabric."""
+
+    chip: ChipConfig = ChipConfig()
+    chips: int = 2
+    fabric: FabricConfig = FabricConfig()
+
+    def __post_init__(self):
+        if not isinstance(self.chip, ChipConfig):
+            raise ConfigError(f"SystemConfig.chip must be a ChipConfig, got {self.chip!r}")
+        if not isinstance(self.fabric, FabricConfig):
+            raise ConfigError(f"SystemConfig.fabric must be a FabricConfig, "
+                              f"got {self.fabric!r}")
+        _int(self, "chips", 2, 64)
+
+    @property
+    def row_bits(self) -> int:
+        """Bits of the values of a row on the exchange port."""
+        return self.chip.lanes * self.chip.sae.width
+
+    def link_width(self, src: int, dst: int) -> int:
+        """Bits a cycle of the link from chip ``src`` to chip ``dst``."""
+        f = self.fabric
+        if f.kind == "crossbar" or src == dst or f.link_width == 0:
+            return self.row_bits
+        return min(f.link_width, self.row_bits)
+
+    def link_latency(self, src: int, dst: int) -> int:
+        return 1 if self.fabric.kind == "crossbar" or src == dst else self.fabric.latency
+
+    def link_credits(self, src: int, dst: int) -> int:
+        if self.fabric.kind == "crossbar" or src == dst:
+            return self.fabric.depth
+        return self.fabric.credits
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "SystemConfig") -> SystemConfig:
+        """What :meth:`to_dict` wrote (``system.json`` beside a system's Verilog)."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        if d.get("kind", "system") != "system":
+            raise ConfigError(f"{where}: kind is {d['kind']!r}, expected 'system'")
+        unknown = sorted(set(d) - {"kind", "chips", "chip", "fabric"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+        return cls(chip=ChipConfig.from_dict(d.get("chip", {}), f"{where}.chip"),
+                   chips=d.get("chips", 2),
+                   fabric=FabricConfig.from_dict(d.get("fabric", {}), f"{where}.fabric"))
+
+    def to_dict(self) -> dict:
+        return dict(kind="system", chips=self.chips, chip=self.chip.to_dict(),
+                    fabric=self.fabric.to_dict())

@@ -200,6 +200,45 @@ class ChipBackend:
     def derive(self, new, source, *, rowwise: bool = False, site: str = "") -> None:
         pass  # one chip: the host writes every operand it needs
 
+    # -------------------------------------------- one chip's share across a fabric
+    def spmm_gemm_fabric(self, s, x, form, w, stages, *, rows: int, route: dict,
+                         sites=("", "")) -> PairResult:
+        """This chip's part of an SpMM→GEMM pair across a system's fabric
+        (:mod:`mixgcn.hdl.fabric`, scatter): ``S·X`` over every row, ``x`` zero outside
+        this chip's lanes, each row sent to its owner; the GEMM on the ``rows`` rows
+        the fabric brings this chip (its own, merged from every chip's lanes)."""
+        self._sites = tuple(sites)
+        x = _dense(x)
+        b = Batch(self)
+        a_out, passes = self._spmm(b, s, x, stages[0], to_xchg=True, to_mem=True,
+                                   follow=self.follow)
+        if passes > 1:
+            raise ValueError(f"an SpMM across the fabric takes at most {self.L} features, "
+                             f"got {x.shape[1]}")
+        where = self._gemm(b, form, (rows, x.shape[1]), w, stages[1], from_xchg=True)
+        res = self._execute(b, f"SpMM→fabric→GEMM {form}", fabric=route)
+        self._record(f"spmm+gemm_{form}", sites, "fabric", res)
+        return PairResult(
+            KernelResult(self._gather(a_out, passes, s.shape[0], x.shape[1]),
+                         _stats(res, Unit.SPMM)),
+            KernelResult(self._gemm_rows(form, where), _stats(res, Unit.GEMM)))
+
+    def gemm_spmm_fabric(self, form, x, w, s, stages, *, route: dict,
+                         sites=("", "")) -> PairResult:
+        """This chip's part of a GEMM→SpMM pair across a system's fabric (gather):
+        ``T = X·W`` on this chip's rows ``x``, each row sent to every chip; ``S·T`` on
+        every row the fabric brings, in row order, this chip's lanes of them."""
+        self._sites = tuple(sites)
+        b = Batch(self)
+        where = self._gemm(b, form, _dense(x), w, stages[0], to_mem=True, to_xchg=True)
+        m = np.shape(w)[1] if form == "xw" else np.shape(w)[0]
+        z_out, passes = self._spmm(b, s, (s.shape[1], m), stages[1], follow=True)
+        res = self._execute(b, f"GEMM {form}→fabric→SpMM", fabric=route)
+        self._record(f"gemm_{form}+spmm", sites, "fabric", res)
+        return PairResult(KernelResult(self._gemm_rows(form, where), _stats(res, Unit.GEMM)),
+                          KernelResult(self._gather(z_out, passes, s.shape[0], m),
+                                       _stats(res, Unit.SPMM)))
+
     def report(self) -> DeviceReport:
         return self._report
 
@@ -298,15 +337,18 @@ class ChipBackend:
         return from_ints(descs, self.desc_bytes)
 
     # ---------------------------------------------------------------- execution
-    def _execute(self, b: Batch, label: str) -> BatchResult:
+    def _execute(self, b: Batch, label: str, fabric: dict | None = None) -> BatchResult:
         sites = " + ".join(site for site in self._sites if site)
         label, self._sites = (f"{sites}, {label}" if sites else label), ()
         for addr, words in b.writes:
             self.device.write(addr, words)
             self._report.words_written += len(words)
         self._batch_kept.clear()
+        # a fabric route: the batch runs on every chip of a system at once
+        across = {} if fabric is None else {"fabric": fabric}
         res = self.device.run(self.descriptors(b.descs),
-                              budget=TIMEOUTS.batch_cycles(self.lay, b.descs), label=label)
+                              budget=TIMEOUTS.batch_cycles(self.lay, b.descs), label=label,
+                              **across)
         if res.error:
             raise DeviceError(f"{self.device.name}: the exchange router stopped {label}: "
                               f"{ChipError(res.error).describe()} (the driver broke the "

@@ -30,7 +30,7 @@ from mixgcn.host.device import COUNTERS, BatchResult, StatusRecord
 from mixgcn.host.packing import from_ints, to_ints, word_bytes
 from mixgcn.sim.build import CLOCK_PERIOD_NS
 
-__all__ = ["ChipHung", "HarnessControl", "InSimulatorChip"]
+__all__ = ["ChipHung", "HarnessControl", "InSimulatorChip", "run_together"]
 
 
 class ChipHung(RuntimeError):
@@ -70,6 +70,22 @@ def parse_hex_lines(text: bytes, count: int, nbytes: int) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8).reshape(count, nbytes)[:, ::-1].copy()
 
 
+class _Ports:
+    """A chip's harness ports under a prefix (``c1_start`` for ``start``); the clock and
+    reset are shared."""
+
+    def __init__(self, dut, prefix: str):
+        self._dut, self._prefix = dut, prefix
+
+    def __getattr__(self, name):
+        if name in ("clk", "rst"):
+            return getattr(self._dut, name)
+        return getattr(self._dut, self._prefix + name)
+
+    def has(self, name: str) -> bool:
+        return hasattr(self._dut, self._prefix + name)
+
+
 class HarnessControl:
     """The simulation top ``dut`` (:data:`~mixgcn.sim.chip.harness.TOP`: the harness of
     ``config`` and its clock) in a running simulation (module docstring).
@@ -79,9 +95,12 @@ class HarnessControl:
     wire a row in a cycle (:class:`~mixgcn.sim.chip.harness.ChipHarness`); a batch's
     cycle budget stretches by the largest."""
 
-    def __init__(self, dut, config: ChipConfig):
-        self.dut, self.config = dut, config
-        self.harness = dut.harness  # the memories live inside it
+    def __init__(self, dut, config: ChipConfig, *, chip: int | None = None):
+        # chip p of a system harness: its ports carry the prefix c<p>_, its memories
+        # live in the harness's c<p>
+        self.dut = _Ports(dut, "" if chip is None else f"c{chip}_")
+        self.config = config
+        self.harness = dut.harness if chip is None else getattr(dut.harness, f"c{chip}")
         self.lay = ChipLayouts(config)
         self.mem_bytes = word_bytes(self.lay.mem_width)
         self.status_bytes = word_bytes(self.lay.status_layout.size)
@@ -96,7 +115,8 @@ class HarnessControl:
     async def start(self) -> None:
         """Reset the chip (the clock runs in the simulator from time 0)."""
         for name in ("read_stall", "write_stall", "xchg_stall", "dump_first", "dump_last"):
-            getattr(self.dut, name).value = 0
+            if self.dut.has(name):
+                getattr(self.dut, name).value = 0
         self.dut.desc_count.value = 0
         await self.reset()
 
@@ -164,6 +184,10 @@ class HarnessControl:
         chip's error flags (0: none). Raises :class:`ChipHung` past ``budget`` cycles
         (stretched by the stall levels). ``watch`` = (cycles, check): ``check`` is called
         every that many cycles of the batch (it may raise)."""
+        return (await run_together([self], [descriptors], budget, watch))[0]
+
+    async def _arm(self, descriptors: np.ndarray) -> int:
+        """Load a batch's descriptors and stall levels; the number of descriptors."""
         dut = self.dut
         descs = to_ints(descriptors)
         n = len(descs)
@@ -174,35 +198,64 @@ class HarnessControl:
         src = self.harness.desc_src.mem
         for i, d in enumerate(descs):
             src[i].value = d
-        before = self.counters()
-        stalls = (self.read_stall, self.write_stall, self.xchg_stall)
-        dut.read_stall.value, dut.write_stall.value, dut.xchg_stall.value = stalls
+        dut.read_stall.value, dut.write_stall.value = self.read_stall, self.write_stall
+        if dut.has("xchg_stall"):
+            dut.xchg_stall.value = self.xchg_stall
         dut.desc_count.value = n
-        dut.start.value = 1
-        await RisingEdge(dut.clk)
-        dut.start.value = 0
-        await RisingEdge(dut.clk)  # the start pulse has cleared `received`
-        t0 = time.perf_counter()
-        stretched = budget * 256 // max(1, 256 - max(stalls))
-        limit = Timer(CLOCK_PERIOD_NS * stretched, unit="ns")
-        while int(dut.received.value) != n and not int(dut.error.value):
-            tick = Timer(CLOCK_PERIOD_NS * watch[0], unit="ns") if watch else None
-            fired = await First(RisingEdge(dut.done), ValueChange(dut.error), limit,
-                                *([tick] if tick else []))
-            if fired is tick:
-                watch[1]()
-            elif fired is limit:
-                raise ChipHung(f"the chip completed {int(dut.received.value)} of {n} "
-                               f"descriptors within the batch's budget of {stretched:,} "
-                               "cycles")
-        await ClockCycles(dut.clk, 1)
-        seconds = time.perf_counter() - t0
+        return n
+
+    def _finish(self, n: int, before: dict, seconds: float):
+        dut = self.dut
         sink = self.harness.status_sink.mem
         done = int(dut.received.value)
         status = from_ints([int(sink[i].value) for i in range(done)], self.status_bytes)
         after = self.counters()
         deltas = {k: after[k] - before[k] for k in COUNTERS if k != "cycles"}
         return int(dut.elapsed.value), status, deltas, seconds, int(dut.error.value)
+
+
+async def run_together(chips: list[HarnessControl], batches: list[np.ndarray], budget: int,
+                       watch: tuple[int, Callable[[], None]] | None = None,
+                       stall: int = 0) -> list[tuple]:
+    """Start every chip's batch in the same cycle and run until each has its last status
+    record or one raises its error flag; each chip's result as
+    :meth:`HarnessControl.run` gives it (its cycles count from the common start).
+    ``stall``: the largest stall level elsewhere (a fabric's links), for the budget."""
+    counts = [await chip._arm(b) for chip, b in zip(chips, batches, strict=True)]
+    before = [chip.counters() for chip in chips]
+    ports = [chip.dut for chip in chips]
+    for p in ports:
+        p.start.value = 1
+    clk = ports[0].clk
+    await RisingEdge(clk)
+    for p in ports:
+        p.start.value = 0
+    await RisingEdge(clk)  # the start pulse has cleared `received`
+    t0 = time.perf_counter()
+    worst = max([stall, *(max(c.read_stall, c.write_stall, c.xchg_stall) for c in chips)])
+    stretched = budget * 256 // max(1, 256 - worst)
+    limit = Timer(CLOCK_PERIOD_NS * stretched, unit="ns")
+
+    def finished() -> bool:
+        return (all(int(p.received.value) == n for p, n in zip(ports, counts, strict=True))
+                or any(int(p.error.value) for p in ports))
+
+    while not finished():
+        tick = Timer(CLOCK_PERIOD_NS * watch[0], unit="ns") if watch else None
+        fired = await First(*(RisingEdge(p.done) for p in ports),
+                            *(ValueChange(p.error) for p in ports), limit,
+                            *([tick] if tick else []))
+        if fired is tick:
+            watch[1]()
+        elif fired is limit:
+            done = ", ".join(f"{int(p.received.value)} of {n}"
+                             for p, n in zip(ports, counts, strict=True))
+            raise ChipHung(f"the chip{'s' if len(chips) > 1 else ''} completed {done} "
+                           f"descriptors within the batch's budget of {stretched:,} cycles")
+    await ClockCycles(clk, 1)
+    seconds = time.perf_counter() - t0
+    return [chip._finish(n, b, seconds)
+            for chip, n, b in zip(chips, counts, before, strict=True)]
 
 
 class InSimulatorChip:

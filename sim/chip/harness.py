@@ -26,11 +26,12 @@ from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Shape
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from mixgcn.gen.config import ChipConfig
-from mixgcn.hdl.chip import READ_CHANNELS, WRITE_CHANNELS, Chip
+from mixgcn.gen.config import ChipConfig, SystemConfig
+from mixgcn.hdl.chip import READ_CHANNELS, WRITE_CHANNELS, Chip, ChipLayouts
+from mixgcn.hdl.system import System
 
-__all__ = ["MEMORY_MODEL", "TOP", "ChipHarness", "MemorySink", "MemorySource", "clocked_top",
-           "harness_verilog"]
+__all__ = ["MEMORY_MODEL", "TOP", "ChipHarness", "MemorySink", "MemorySource", "SystemHarness",
+           "attach", "clocked_top", "harness_ports", "harness_verilog"]
 
 MEMORY_MODEL = Path(__file__).with_name("mixgcn_memory.v")
 
@@ -119,68 +120,119 @@ class ChipHarness(wiring.Component):
         self.config, self.desc_depth, self.loopback = config, desc_depth, loopback
         self.seed = seed
         self.chip = Chip(config, loopback=loopback)
-        counters = {n: Out(len(v)) for n, v in flat_counters(self.chip).items()}
-        aw = config.addr_width
-        super().__init__({"mem_load": In(1), "mem_dump": In(1), "dump_first": In(aw),
-                          "dump_last": In(aw), "desc_count": In(32), "start": In(1),
-                          "read_stall": In(8), "write_stall": In(8), "xchg_stall": In(8),
-                          "received": Out(32), "done": Out(1), "idle": Out(1),
-                          "error": Out(self.chip.error.shape().size),
-                          "elapsed": Out(len(self.chip.counters.cycles)), **counters})
+        super().__init__({**harness_ports(self.chip, config), "xchg_stall": In(8)})
 
     def elaborate(self, platform):
-        c, chip = self.config, self.chip
-        lay = chip.layouts
         m = Module()
-        m.submodules.chip = chip
-        m.submodules.desc_src = src = MemorySource(lay.desc_layout, self.desc_depth)
-        m.submodules.status_sink = sink = MemorySink(lay.status_layout, self.desc_depth)
-        wiring.connect(m, src.o, chip.desc)
-        wiring.connect(m, chip.status, sink.i)
-        m.d.comb += [src.count.eq(self.desc_count), src.period.eq(self.desc_depth),
-                     src.start.eq(self.start), sink.period.eq(self.desc_depth),
-                     sink.start.eq(self.start), self.received.eq(sink.received),
-                     self.done.eq(sink.received == self.desc_count),
-                     self.idle.eq(chip.idle), self.error.eq(chip.error.as_value())]
-        # the batch's length: cycles from the start pulse to its last status record
-        with m.If(self.start):
-            m.d.sync += self.elapsed.eq(0)
-        with m.Elif(~self.done):
-            m.d.sync += self.elapsed.eq(self.elapsed + 1)
-        for name, value in flat_counters(chip).items():
-            m.d.comb += getattr(self, name).eq(value)
-
+        m.submodules.chip = chip = self.chip
+        attach(m, self.config, chip, lambda name: getattr(self, name), self.desc_depth,
+               self.seed)
         if not self.loopback:
             # the chip's exchange port exposed: the harness closes it through a wire that
             # stalls at random (a one-chip stand-in for the fabric)
-            lfsr = Signal(16, init=(self.seed * 0x9E37 + 0xB5E1) % 0xFFFF + 1)
-            m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[2] ^ lfsr[3] ^ lfsr[5]))
-            go = lfsr[:8] >= self.xchg_stall
+            go = _lfsr(m, self.seed, "xchg_lfsr")[:8] >= self.xchg_stall
             m.d.comb += [chip.xchg_i.valid.eq(chip.xchg_o.valid & go),
                          chip.xchg_o.ready.eq(chip.xchg_i.ready & go),
                          chip.xchg_i.payload.eq(chip.xchg_o.payload)]
+        return m
 
-        aw, mw, nr, nw = c.addr_width, lay.mem_width, len(READ_CHANNELS), len(WRITE_CHANNELS)
-        rd = [getattr(chip.memory, n) for n in READ_CHANNELS]
-        wr = [getattr(chip.memory, n).wr for n in WRITE_CHANNELS]
-        req_ready, resp_valid = Signal(nr), Signal(nr)
-        resp_data, wr_ready = Signal(nr * mw), Signal(nw)
-        m.submodules.mem = Instance(
-            "mixgcn_memory", p_AW=aw, p_MW=mw, p_NR=nr, p_NW=nw, p_SEED=self.seed,
-            i_clk=ClockSignal(), i_rst=ResetSignal(), i_rd_stall=self.read_stall,
-            i_wr_stall=self.write_stall,
-            i_rd_req_valid=Cat(r.req.valid for r in rd), o_rd_req_ready=req_ready,
-            i_rd_req_addr=Cat(r.req.payload for r in rd),
-            o_rd_resp_valid=resp_valid, o_rd_resp_data=resp_data,
-            i_wr_valid=Cat(w.valid for w in wr), o_wr_ready=wr_ready,
-            i_wr_addr=Cat(w.payload.addr for w in wr), i_wr_data=Cat(w.payload.data for w in wr),
-            i_load=self.mem_load, i_dump=self.mem_dump, i_dump_first=self.dump_first,
-            i_dump_last=self.dump_last)
-        for i, r in enumerate(rd):
-            m.d.comb += [r.req.ready.eq(req_ready[i]), r.resp.valid.eq(resp_valid[i]),
-                         r.resp.payload.eq(resp_data[i * mw:(i + 1) * mw])]
-        for i, w in enumerate(wr):
-            m.d.comb += w.ready.eq(wr_ready[i])
+
+def _lfsr(m: Module, seed: int, name: str) -> Signal:
+    """A 16-bit Fibonacci LFSR stepping every cycle (a stall generator)."""
+    lfsr = Signal(16, init=(seed * 0x9E37 + 0xB5E1) % 0xFFFF + 1, name=name)
+    m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[2] ^ lfsr[3] ^ lfsr[5]))
+    return lfsr
+
+
+def harness_ports(chip_ports, config: ChipConfig) -> dict:
+    """The harness's ports for one chip (names without a prefix)."""
+    aw = config.addr_width
+    counters = {n: Out(len(v)) for n, v in flat_counters(chip_ports).items()}
+    return {"mem_load": In(1), "mem_dump": In(1), "dump_first": In(aw),
+            "dump_last": In(aw), "desc_count": In(32), "start": In(1),
+            "read_stall": In(8), "write_stall": In(8),
+            "received": Out(32), "done": Out(1), "idle": Out(1),
+            "error": Out(chip_ports.error.shape().size),
+            "elapsed": Out(len(chip_ports.counters.cycles)), **counters}
+
+
+def attach(m: Module, c: ChipConfig, chip, port, desc_depth: int, seed: int) -> None:
+    """Give ``chip`` (a chip's ports) its descriptor source, status sink and memory
+    model, wired to the harness ports ``port(name)`` (:func:`harness_ports`)."""
+    lay = ChipLayouts(c)
+    m.submodules.desc_src = src = MemorySource(lay.desc_layout, desc_depth)
+    m.submodules.status_sink = sink = MemorySink(lay.status_layout, desc_depth)
+    wiring.connect(m, src.o, chip.desc)
+    wiring.connect(m, chip.status, sink.i)
+    done, elapsed = port("done"), port("elapsed")
+    m.d.comb += [src.count.eq(port("desc_count")), src.period.eq(desc_depth),
+                 src.start.eq(port("start")), sink.period.eq(desc_depth),
+                 sink.start.eq(port("start")), port("received").eq(sink.received),
+                 done.eq(sink.received == port("desc_count")),
+                 port("idle").eq(chip.idle), port("error").eq(chip.error.as_value())]
+    # the batch's length: cycles from the start pulse to its last status record
+    with m.If(port("start")):
+        m.d.sync += elapsed.eq(0)
+    with m.Elif(~done):
+        m.d.sync += elapsed.eq(elapsed + 1)
+    for name, value in flat_counters(chip).items():
+        m.d.comb += port(name).eq(value)
+
+    aw, mw, nr, nw = c.addr_width, lay.mem_width, len(READ_CHANNELS), len(WRITE_CHANNELS)
+    rd = [getattr(chip.memory, n) for n in READ_CHANNELS]
+    wr = [getattr(chip.memory, n).wr for n in WRITE_CHANNELS]
+    req_ready, resp_valid = Signal(nr), Signal(nr)
+    resp_data, wr_ready = Signal(nr * mw), Signal(nw)
+    m.submodules.mem = Instance(
+        "mixgcn_memory", p_AW=aw, p_MW=mw, p_NR=nr, p_NW=nw, p_SEED=seed,
+        i_clk=ClockSignal(), i_rst=ResetSignal(), i_rd_stall=port("read_stall"),
+        i_wr_stall=port("write_stall"),
+        i_rd_req_valid=Cat(r.req.valid for r in rd), o_rd_req_ready=req_ready,
+        i_rd_req_addr=Cat(r.req.payload for r in rd),
+        o_rd_resp_valid=resp_valid, o_rd_resp_data=resp_data,
+        i_wr_valid=Cat(w.valid for w in wr), o_wr_ready=wr_ready,
+        i_wr_addr=Cat(w.payload.addr for w in wr), i_wr_data=Cat(w.payload.data for w in wr),
+        i_load=port("mem_load"), i_dump=port("mem_dump"), i_dump_first=port("dump_first"),
+        i_dump_last=port("dump_last"))
+    for i, r in enumerate(rd):
+        m.d.comb += [r.req.ready.eq(req_ready[i]), r.resp.valid.eq(resp_valid[i]),
+                     r.resp.payload.eq(resp_data[i * mw:(i + 1) * mw])]
+    for i, w in enumerate(wr):
+        m.d.comb += w.ready.eq(wr_ready[i])
+
+
+class SystemHarness(wiring.Component):
+    """P chips and their fabric (:class:`~mixgcn.hdl.system.System`), each chip with
+    the harness of :class:`ChipHarness` under the prefix ``c<p>_`` (its memory model
+    instance ``c<p>.mem``, descriptor memory ``c<p>.desc_src.mem``, status memory
+    ``c<p>.status_sink.mem``); the fabric's ``route`` as a port, its links' flit
+    counters (``flits``, link ``p·P + q``) and ``link_stall``: each link holds back a
+    flit in a cycle with that probability in 256ths, drawn independently."""
+
+    def __init__(self, config: SystemConfig, desc_depth: int = 4096, seed: int = 0xACE1):
+        self.config, self.desc_depth, self.seed = config, desc_depth, seed
+        self.system = System(config)
+        self.prefixes = [f"c{p}_" for p in range(config.chips)]
+        members = {}
+        for p, prefix in enumerate(self.prefixes):
+            ports = harness_ports(self.system.chip_list[p], config.chip)
+            members.update({prefix + name: member for name, member in ports.items()})
+        super().__init__({**members, "route": In(self.system.route.shape()),
+                          "link_stall": In(8), "flits": Out(self.system.flits.shape())})
+
+    def elaborate(self, platform):
+        m = Module()
+        P = self.config.chips
+        m.submodules.system = system = self.system
+        m.d.comb += [system.route.eq(self.route), self.flits.eq(system.flits)]
+        for p, prefix in enumerate(self.prefixes):
+            m.submodules[f"c{p}"] = sub = Module()
+            attach(sub, self.config.chip, system.chips[p],
+                   lambda name, prefix=prefix: getattr(self, prefix + name), self.desc_depth,
+                   self.seed + p)
+        stalls = [_lfsr(m, self.seed * 31 + i, f"link_lfsr_{i}")[:8] < self.link_stall
+                  for i in range(P * P)]
+        m.d.comb += system.stall.eq(Cat(stalls))
         return m
 
 
@@ -188,7 +240,7 @@ class ChipHarness(wiring.Component):
 TOP = "chip_sim"
 
 
-def clocked_top(harness: ChipHarness) -> str:
+def clocked_top(harness, module: str = "chip_harness") -> str:
     """Verilog of :data:`TOP`: the harness (instance ``harness``) with a clock that
     toggles every half :data:`~mixgcn.sim.build.CLOCK_PERIOD_NS` inside the simulator
     (Verilator ``--timing``), and every other port of the harness as a top-level
@@ -211,14 +263,15 @@ def clocked_top(harness: ChipHarness) -> str:
         kind = "reg" if member.flow == Flow.In else "wire"
         lines.append(f"  {kind} {vector}{name};")
         ports.append(f"    .{name}({name})")
-    lines += ["  chip_harness harness (", ",\n".join(ports), "  );", "endmodule", ""]
+    lines += [f"  {module} harness (", ",\n".join(ports), "  );", "endmodule", ""]
     return "\n".join(lines)
 
 
-def harness_verilog(config: ChipConfig, loopback: bool = True, seed: int = 0xACE1,
-                    on_generate: Callable[[], None] | None = None) -> str:
-    """Verilog of the harness (module ``chip_harness``) with the memory model and its
-    clocked top (module :data:`TOP`), cached under the build folder by a hash of the
+def harness_verilog(config: ChipConfig | SystemConfig, loopback: bool = True,
+                    seed: int = 0xACE1, on_generate: Callable[[], None] | None = None) -> str:
+    """Verilog of the harness of a chip (module ``chip_harness``) or of a system (a
+    :class:`SystemConfig`: ``system_harness``) with the memory model and its clocked
+    top (module :data:`TOP`), cached under the build folder by a hash of the
     configuration and every source it is generated from (converting it takes a while)."""
     import hashlib
 
@@ -229,18 +282,24 @@ def harness_verilog(config: ChipConfig, loopback: bool = True, seed: int = 0xACE
     import mixgcn.hdl
     from mixgcn.sim.build import build_root
 
+    system = isinstance(config, SystemConfig)
     h = hashlib.sha256(repr((config, loopback, seed, amaranth.__version__)).encode())
     for src in [*sorted(Path(mixgcn.hdl.__file__).parent.glob("*.py")), Path(__file__),
                 Path(mixgcn.gen.config.__file__), MEMORY_MODEL]:
         h.update(src.read_bytes())
-    cached = build_root() / "verilog" / f"chip-harness-{h.hexdigest()[:16]}.v"
+    kind = "system" if system else "chip"
+    cached = build_root() / "verilog" / f"{kind}-harness-{h.hexdigest()[:16]}.v"
     if cached.is_file():
         return cached.read_text()
     if on_generate is not None:
         on_generate()
-    harness = ChipHarness(config, loopback=loopback, seed=seed)
-    text = verilog.convert(harness, name="chip_harness", emit_src=False)
-    text += "\n" + MEMORY_MODEL.read_text() + "\n" + clocked_top(harness)
+    if system:
+        harness = SystemHarness(config, seed=seed)
+    else:
+        harness = ChipHarness(config, loopback=loopback, seed=seed)
+    module = f"{kind}_harness"
+    text = verilog.convert(harness, name=module, emit_src=False)
+    text += "\n" + MEMORY_MODEL.read_text() + "\n" + clocked_top(harness, module)
     cached.parent.mkdir(parents=True, exist_ok=True)
     partial = cached.with_suffix(f".{os.getpid()}.part")  # never a half-written file
     partial.write_text(text)

@@ -28,13 +28,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from mixgcn.gen.config import ChipConfig
+from mixgcn.gen.config import ChipConfig, SystemConfig
 from mixgcn.hdl.chip import ChipLayouts
 from mixgcn.host.device import (
     TIMEOUTS,
@@ -51,7 +52,7 @@ from mixgcn.host.packing import to_ints, word_bytes
 from mixgcn.sim.build import BuildError, build, simulator_env
 from mixgcn.sim.chip.harness import TOP, harness_verilog
 
-__all__ = ["SimulatedChip"]
+__all__ = ["SimulatedChip", "SimulatedSystem", "SystemChip"]
 
 
 def _words(n: int) -> str:
@@ -91,6 +92,9 @@ class SimulatedChip:
     def __init__(self, config: ChipConfig, *, name: str = "chip 0", loopback: bool = True,
                  verbose: bool = False, on_build: Callable[[], None] | None = None,
                  timeouts: TimeoutPolicy = TIMEOUTS):
+        served = config  # what the simulation holds: this chip, or a system's chips
+        if isinstance(config, SystemConfig):
+            config = config.chip
         if not isinstance(config, ChipConfig):
             raise TypeError(f"expected a ChipConfig, got {config!r}")
         self.config, self.name, self.timeouts = config, name, timeouts
@@ -107,7 +111,7 @@ class SimulatedChip:
                 announced.append(on_build())
 
         try:
-            sim = build(harness_verilog(config, loopback, on_generate=announce), TOP,
+            sim = build(harness_verilog(served, loopback, on_generate=announce), TOP,
                         lean=True, timing=True, on_build=announce)
         except BuildError as e:
             raise DeviceError(f"{name}: {e}") from None
@@ -116,7 +120,7 @@ class SimulatedChip:
         host_end, chip_end = socket.socketpair()
         env = simulator_env(TOP, "mixgcn.sim.chip.server", self.workdir / "results.xml")
         env.update(MIXGCN_SERVER_FD=str(chip_end.fileno()), MIXGCN_HOST_PID=str(os.getpid()),
-                   MIXGCN_CHIP_CONFIG=json.dumps(config.to_dict()))
+                   MIXGCN_CHIP_CONFIG=json.dumps(served.to_dict()))
         out = None if verbose else open(self.log, "wb")
         try:
             self.process = subprocess.Popen(
@@ -141,7 +145,7 @@ class SimulatedChip:
                                  timeout=timeouts.start_seconds)
         sizes = (hello.get("mem_bytes"), hello.get("desc_bytes"), hello.get("status_bytes"))
         want = (self.mem_bytes, self.desc_bytes, self.status_bytes)
-        if sizes != want or hello.get("config") != json.loads(json.dumps(config.to_dict())):
+        if sizes != want or hello.get("config") != json.loads(json.dumps(served.to_dict())):
             self._fail()
             raise DeviceError(f"{self.name}: the simulator serves another chip (words of "
                               f"{sizes} bytes, not {want}, or another configuration)")
@@ -256,3 +260,158 @@ class SimulatedChip:
         if not reply.get("ok"):
             raise DeviceError(f"{self.name}: {doing} failed: {reply.get('error', 'no reason')}")
         return reply, out
+
+
+class SimulatedSystem(SimulatedChip):
+    """``config.chips`` chips and their exchange fabric (a
+    :class:`~mixgcn.gen.config.SystemConfig`) in one simulator process. :attr:`chips`
+    are the chips as devices (:class:`SystemChip`): each serves the device protocol on
+    its own memory and descriptors, so the host's chip driver runs on each unchanged; a
+    batch whose rows cross the fabric runs on every chip at once
+    (:meth:`run_together`). ``link_stall``: each fabric link holds back a flit in a
+    cycle with this probability in 256ths (tests)."""
+
+    def __init__(self, config: SystemConfig, *, name: str = "system", link_stall: int = 0,
+                 **kwargs):
+        if not isinstance(config, SystemConfig):
+            raise TypeError(f"expected a SystemConfig, got {config!r}")
+        self._lock = threading.RLock()  # one request at a time on the connection
+        super().__init__(config, name=name, **kwargs)
+        self.system = config
+        self.link_stall = int(link_stall)
+        P = config.chips
+        self.link_flits = np.zeros((P, P), dtype=np.int64)  # flits each link carried
+        self.link_bits = np.array([[config.link_width(p, q) for q in range(P)]
+                                   for p in range(P)])
+        self._meet = threading.Condition()
+        self._waiting: dict[int, tuple] = {}
+        self._round = 0
+        self._results: list[BatchResult] | BaseException = []
+        self.chips = [SystemChip(self, p) for p in range(P)]
+        self._open = set(range(P))
+
+    def _chip_closed(self, p: int) -> None:
+        self._open.discard(p)
+        if not self._open:
+            self.close()
+
+    def _request(self, req: dict, blob=b"", **kwargs):
+        with self._lock:
+            return super()._request(req, blob, **kwargs)
+
+    def run_together(self, batches: list[np.ndarray], route: dict, *, budget: int,
+                     label: str = "a batch") -> list[BatchResult]:
+        """Every chip's batch (packed descriptors) at once, the fabric set to ``route``
+        (``mode``: ``scatter`` or ``gather``; ``lo``, ``count``: each chip's lanes)."""
+        P = self.system.chips
+        if len(batches) != P:
+            raise ValueError(f"{len(batches)} batches for a system of {P} chips")
+        batches = [np.asarray(b, dtype=np.uint8) for b in batches]
+        blob = np.concatenate(batches) if batches else b""
+        reply, out = self._request(
+            dict(op="run_together", counts=[len(b) for b in batches], budget=int(budget),
+                 route=route, link_stall=self.link_stall), blob,
+            doing=f"running {label} on {P} chips",
+            timeout=self.timeouts.reply_seconds(budget))
+        self.link_flits += np.asarray(reply["flits"], dtype=np.int64).reshape(P, P)
+        results, offset = [], 0
+        for r in reply["results"]:
+            done = int(r["completed"])
+            status = self._words(out[offset:offset + done * self.status_bytes],
+                                 self.status_bytes, done, "status records")
+            offset += done * self.status_bytes
+            results.append(BatchResult(
+                cycles=int(r["cycles"]), counters=dict(r["counters"]),
+                device_seconds=float(r["device_seconds"]),
+                status=[StatusRecord.decode(self._lay, w) for w in to_ints(status)],
+                error=int(r.get("error", 0))))
+        return results
+
+    def link_bytes(self) -> np.ndarray:
+        """Bytes each link has carried (P × P, ``[p, q]``: chip p to chip q)."""
+        return self.link_flits * self.link_bits / 8
+
+    def _meet_and_run(self, p: int, descriptors, budget: int, route: dict,
+                      label: str) -> BatchResult:
+        """Chip p's part of a batch every chip runs at once: the last chip to arrive
+        runs them all; the others wait for it."""
+        P = self.system.chips
+        with self._meet:
+            if p in self._waiting:
+                raise DeviceError(f"{self.name}: chip {p} joined a fabric batch twice")
+            here = self._round
+            self._waiting[p] = (descriptors, budget, route, label)
+            if len(self._waiting) == P:
+                waiting, self._waiting = self._waiting, {}
+                routes = {json.dumps(w[2], sort_keys=True) for w in waiting.values()}
+                try:
+                    if len(routes) != 1:
+                        raise DeviceError(f"{self.name}: the chips of one fabric batch "
+                                          f"asked for {len(routes)} different routes")
+                    self._results = self.run_together(
+                        [waiting[q][0] for q in range(P)], route,
+                        budget=max(w[1] for w in waiting.values()), label=label)
+                except BaseException as e:  # every chip of the batch hears of it
+                    self._results = e
+                self._round += 1
+                self._meet.notify_all()
+            else:
+                wait = self.timeouts.reply_seconds(budget)
+                if not self._meet.wait_for(lambda: self._round != here, timeout=wait):
+                    self._waiting.pop(p, None)
+                    raise DeviceError(f"{self.name}: chip {p} waited {wait:.0f} s for the "
+                                      f"other chips to join {label}")
+            results = self._results
+        if isinstance(results, BaseException):
+            raise results
+        return results[p]
+
+
+class SystemChip:
+    """Chip ``index`` of a :class:`SimulatedSystem`, as a
+    :class:`~mixgcn.host.device.ChipDevice`. ``run(..., fabric=route)`` joins a batch
+    every chip of the system runs at once (each from its own thread)."""
+
+    def __init__(self, system: SimulatedSystem, index: int):
+        self.system, self.index = system, index
+        self.config = system.config
+        self.name = f"{system.name} chip {index}"
+
+    def write(self, addr: int, words: np.ndarray) -> None:
+        words = np.asarray(words, dtype=np.uint8)
+        self.system._request(dict(op="write", chip=self.index, addr=int(addr),
+                                  count=len(words)), words,
+                             doing=f"writing {_words(len(words))} at {addr} of chip "
+                                   f"{self.index}")
+
+    def run(self, descriptors: np.ndarray, *, budget: int, label: str = "a batch",
+            fabric: dict | None = None) -> BatchResult:
+        descriptors = np.asarray(descriptors, dtype=np.uint8)
+        if fabric is not None:
+            return self.system._meet_and_run(self.index, descriptors, budget, fabric, label)
+        s = self.system
+        reply, blob = s._request(
+            dict(op="run", chip=self.index, count=len(descriptors), budget=int(budget)),
+            descriptors, doing=f"running {label} on chip {self.index}",
+            timeout=s.timeouts.reply_seconds(budget))
+        done = int(reply.get("completed", len(descriptors)))
+        status = s._words(blob, s.status_bytes, done, "status records")
+        return BatchResult(cycles=int(reply["cycles"]), counters=dict(reply["counters"]),
+                           device_seconds=float(reply["device_seconds"]),
+                           status=[StatusRecord.decode(s._lay, w) for w in to_ints(status)],
+                           error=int(reply.get("error", 0)))
+
+    def read(self, addr: int, count: int) -> np.ndarray:
+        _, blob = self.system._request(dict(op="read", chip=self.index, addr=int(addr),
+                                            count=int(count)),
+                                       doing=f"reading {_words(count)} at {addr} of chip "
+                                             f"{self.index}")
+        return self.system._words(blob, self.system.mem_bytes, count, "read")
+
+    def counters(self) -> dict[str, int]:
+        return dict(self.system._request(dict(op="counters", chip=self.index),
+                                         doing="reading counters")[0]["counters"])
+
+    def close(self) -> None:
+        """The system closes with its last chip (:meth:`SimulatedSystem.close`)."""
+        self.system._chip_closed(self.index)

@@ -7,11 +7,13 @@ as file descriptor ``$MIXGCN_SERVER_FD`` and carries each out on the simulation
 (:class:`~mixgcn.sim.chip.control.HarnessControl`); while it waits for a request the
 simulation waits with it, so no simulated time passes between batches.
 
-Operations: ``hello`` (the chip's word sizes and configuration), ``write`` (``addr``,
-``count``; blob: the words), ``read`` (``addr``, ``count``; reply blob: the words),
-``run`` (``count``, ``budget``; blob: descriptors; reply: ``cycles``, ``counters``,
-``device_seconds``, ``error`` (the chip's error flags), ``completed``; blob: the status
-records), ``counters``, ``reset``, ``close``. Any
+Operations (each may name a ``chip`` of a system; the first by default): ``hello``
+(the word sizes and configuration), ``write`` (``addr``, ``count``; blob: the words),
+``read`` (``addr``, ``count``; reply blob: the words), ``run`` (``count``, ``budget``;
+blob: descriptors; reply: ``cycles``, ``counters``, ``device_seconds``, ``error`` (the
+chip's error flags), ``completed``; blob: the status records), ``counters``,
+``reset``, ``close``; on a system, ``run_together`` (every chip's batch at once across
+the fabric, :meth:`ChipServer._run_together`). Any
 exception becomes an error reply; the server keeps serving. It ends when the host asks
 it to or closes the connection, and when the host process is gone (checked every
 :data:`WATCH_CYCLES` cycles of a running batch too, so a long batch never leaves it
@@ -25,11 +27,13 @@ import os
 import socket
 
 import cocotb
+import numpy as np
 
-from mixgcn.gen.config import ChipConfig
+from mixgcn.gen.config import ChipConfig, SystemConfig
+from mixgcn.hdl.fabric import FabricMode, route_layout
 from mixgcn.host.device import recv_message, send_message, words_from_blob
 from mixgcn.host.packing import word_bytes
-from mixgcn.sim.chip.control import HarnessControl
+from mixgcn.sim.chip.control import HarnessControl, run_together
 
 WATCH_CYCLES = 200_000
 
@@ -39,11 +43,13 @@ class HostGone(Exception):
 
 
 class ChipServer:
-    """The operations of the device protocol on a running harness."""
+    """The operations of the device protocol on a running harness: one chip's, or a
+    system's (``system``: its configuration), whose requests name a ``chip``."""
 
-    def __init__(self, chip: HarnessControl, host_pid: int):
-        self.chip, self.host_pid = chip, host_pid
-        lay = chip.lay
+    def __init__(self, chips: list[HarnessControl], host_pid: int, *,
+                 system: SystemConfig | None = None, dut=None):
+        self.chips, self.host_pid, self.system, self.dut = chips, host_pid, system, dut
+        lay = chips[0].lay
         self.desc_bytes = word_bytes(lay.desc_layout.size)
 
     def host_alive(self) -> bool:
@@ -51,11 +57,17 @@ class ChipServer:
 
     async def handle(self, req: dict, blob: bytes) -> tuple[dict, bytes]:
         op = req.get("op")
-        chip = self.chip
+        index = req.get("chip", 0)
+        if not (isinstance(index, int) and 0 <= index < len(self.chips)):
+            raise ValueError(f"no chip {index!r}: the simulation holds {len(self.chips)}")
+        chip = self.chips[index]
         if op == "hello":
+            config = self.system.to_dict() if self.system else chip.config.to_dict()
             return dict(ok=True, pid=os.getpid(), mem_bytes=chip.mem_bytes,
                         desc_bytes=self.desc_bytes, status_bytes=chip.status_bytes,
-                        config=chip.config.to_dict()), b""
+                        config=config), b""
+        if op == "run_together":
+            return await self._run_together(req, blob)
         if op == "write":
             count = int(req["count"])
             chip.write(int(req["addr"]), words_from_blob(blob, chip.mem_bytes, count, "write"))
@@ -78,6 +90,45 @@ class ChipServer:
             return dict(ok=True), b""
         raise ValueError(f"unknown operation {op!r}")
 
+    async def _run_together(self, req: dict, blob: bytes) -> tuple[dict, bytes]:
+        """Every chip's batch at once, the fabric set to ``route`` (``mode``: scatter or
+        gather; ``lo``, ``count``: each chip's lanes); ``counts``: descriptors per chip,
+        their words one chip after the other in the blob; ``link_stall``: each link's
+        stall level (0..255). Reply: ``results`` (each chip's ``run`` reply) and the
+        flits each link carried (``flits``, link p·P + q); blob: the status records,
+        chip after chip."""
+        if self.system is None:
+            raise ValueError("run_together needs a system of chips")
+        P, L = self.system.chips, self.system.chip.lanes
+        counts = [int(n) for n in req["counts"]]
+        if len(counts) != P:
+            raise ValueError(f"run_together: {len(counts)} batches for {P} chips")
+        words = words_from_blob(blob, self.desc_bytes, sum(counts), "run_together")
+        batches = np.split(words, np.cumsum(counts)[:-1])
+        route = req["route"]
+        mode = {"scatter": FabricMode.SCATTER, "gather": FabricMode.GATHER}[route["mode"]]
+        self.dut.route.value = route_layout(P, L).const(
+            {"mode": mode, "lo": route["lo"], "count": route["count"]}).as_bits()
+        stall = int(req.get("link_stall", 0))
+        if not 0 <= stall <= 255:
+            raise ValueError(f"link_stall must be in 0..255, got {stall}")
+        self.dut.link_stall.value = stall
+        flits = self._flits()
+        results = await run_together(self.chips, batches, int(req["budget"]),
+                                     watch=(WATCH_CYCLES, self._watch), stall=stall)
+        moved = [a - b for a, b in zip(self._flits(), flits, strict=True)]
+        replies, out = [], b""
+        for cycles, status, counters, seconds, error in results:
+            replies.append(dict(cycles=cycles, counters=counters, device_seconds=seconds,
+                                error=error, completed=len(status)))
+            out += status.tobytes()
+        return dict(ok=True, results=replies, flits=moved), out
+
+    def _flits(self) -> list[int]:
+        P = self.system.chips
+        value = int(self.dut.flits.value)
+        return [(value >> (32 * i)) & 0xFFFF_FFFF for i in range(P * P)]
+
     def _watch(self) -> None:
         if not self.host_alive():
             raise HostGone
@@ -87,11 +138,19 @@ class ChipServer:
 async def serve(dut):
     """Serve requests until the host closes the connection or asks to close."""
     host_pid = int(os.environ["MIXGCN_HOST_PID"])
-    config = ChipConfig.from_dict(json.loads(os.environ["MIXGCN_CHIP_CONFIG"]))
-    chip = HarnessControl(dut, config)
-    await chip.start()
+    config = json.loads(os.environ["MIXGCN_CHIP_CONFIG"])
+    if config.get("kind") == "system":
+        system = SystemConfig.from_dict(config)
+        chips = [HarnessControl(dut, system.chip, chip=p) for p in range(system.chips)]
+        dut.link_stall.value = 0
+        server = ChipServer(chips, host_pid, system=system, dut=dut)
+    else:
+        chips = [HarnessControl(dut, ChipConfig.from_dict(config))]
+        server = ChipServer(chips, host_pid)
+    for chip in chips:
+        await chip.start()  # the reset is shared: every chip's inputs are set first
     with socket.socket(fileno=int(os.environ["MIXGCN_SERVER_FD"])) as sock:
-        await _serve(ChipServer(chip, host_pid), sock)
+        await _serve(server, sock)
 
 
 async def _serve(server: ChipServer, sock: socket.socket) -> None:

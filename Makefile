@@ -49,8 +49,12 @@ demo-mpi: $(STAMP)
 	$(VENV)/bin/mpiexec -n $(CHIPS) $(VENV)/bin/mixgcn train --backend rtl --chips $(CHIPS) \
 		--dataset synthetic --epochs 20 --json build/demo-mpi.json
 
+# Every preset's Verilog, linted; CHIPS=P [FABRIC=serial] also a system of P chips of
+# each chip preset joined by an exchange fabric.
+FABRIC ?= crossbar
 verilog: $(STAMP)
-	$(PY) -m mixgcn.gen.verilog --out build/verilog --lint
+	$(PY) -m mixgcn.gen.verilog --out build/verilog --lint --fabric $(FABRIC) \
+		--chips $(if $(filter command line environment,$(origin CHIPS)),$(CHIPS),1)
 
 bench: $(STAMP)
 	$(PY) -m mixgcn.host.bench --out bench/results.json

@@ -2,7 +2,9 @@
 
 ``python -m mixgcn.gen.verilog --out build/verilog [--preset NAME] [--lint]`` writes
 ``<out>/<preset>/<engine>.v`` and ``<engine>.json`` (the parameters the driver reads)
-for each engine (``dce``, ``sae``) and chip (``chip``) that has the preset.
+for each engine (``dce``, ``sae``) and chip (``chip``) that has the preset; with
+``--chips P [--fabric crossbar|serial]`` also ``<out>/<preset>/system-P-<fabric>/system.v``
+and ``system.json``: P chips of the preset joined by an exchange fabric.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from amaranth.back import verilog
 from mixgcn.gen.config import (
     CHIP_PRESETS,
     DCE_PRESETS,
+    FABRIC_PRESETS,
     SAE_PRESETS,
     ChipConfig,
     DCEConfig,
     SAEConfig,
+    SystemConfig,
 )
 
 __all__ = ["ENGINES", "chip_verilog", "dce_verilog", "lint", "main", "sae_verilog",
-           "signal_ports"]
+           "signal_ports", "system_verilog"]
 
 
 def dce_verilog(config: DCEConfig) -> str:
@@ -58,6 +62,22 @@ def chip_verilog(config: ChipConfig) -> str:
 
     chip = Chip(config)
     return verilog.convert(chip, name="chip", ports=signal_ports(chip), emit_src=False)
+
+
+def system_verilog(config: SystemConfig) -> str:
+    """Deterministic Verilog of ``config.chips`` chips and their exchange fabric (top
+    module ``system``; docs/fabric.md)."""
+    from mixgcn.hdl.system import System
+
+    system = System(config)
+    return verilog.convert(system, name="system", ports=signal_ports(system), emit_src=False)
+
+
+def describe_system(c: SystemConfig) -> str:
+    f = c.fabric
+    links = ("row-wide links, 1 cycle" if f.kind == "crossbar" else
+             f"{f.link_width}-bit links between chips, {f.latency} cycles, {f.credits} credits")
+    return f"system: {c.chips} chips, {f.kind} fabric ({links})"
 
 
 # engine name -> (presets, Verilog generator, one-line description)
@@ -109,27 +129,41 @@ def main(argv: list[str] | None = None) -> int:
     names = sorted({n for presets, _, _ in ENGINES.values() for n in presets})
     p.add_argument("--preset", choices=names, action="append")
     p.add_argument("--lint", action="store_true", help="run verilator --lint-only -Wall")
+    p.add_argument("--chips", type=int, default=1,
+                   help="also a system of this many chips of each preset (default 1: none)")
+    p.add_argument("--fabric", choices=tuple(FABRIC_PRESETS), default="crossbar",
+                   help="the system's exchange fabric (default crossbar)")
     args = p.parse_args(argv)
+    if args.chips != 1 and not 2 <= args.chips <= 64:
+        p.error(f"--chips must be 1 (no system) or in 2..64, got {args.chips}")
     failed = False
+    outputs = []
     for name in args.preset or names:
         for engine, (presets, generate, describe) in ENGINES.items():
             if name not in presets:
                 continue
             cfg = presets[name]
             d = args.out / name
-            d.mkdir(parents=True, exist_ok=True)
-            path = d / f"{engine}.v"
-            path.write_text(generate(cfg))
-            (d / f"{engine}.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-            print(f"{path}: {describe(cfg)}", flush=True)
-            if args.lint:
-                r = lint(path, engine, LINT_WAIVERS)
-                status = "clean" if r.returncode == 0 else "FAILED"
-                print(f"  verilator --lint-only -Wall (waived: {', '.join(LINT_WAIVERS)}): "
-                      f"{status}", flush=True)
-                if r.returncode:
-                    print(r.stderr, file=sys.stderr)
-                    failed = True
+            outputs.append((d, engine, cfg, generate, describe))
+            if engine == "chip" and args.chips > 1:
+                system = SystemConfig(chip=cfg, chips=args.chips,
+                                      fabric=FABRIC_PRESETS[args.fabric])
+                outputs.append((d / f"system-{args.chips}-{args.fabric}", "system", system,
+                                system_verilog, describe_system))
+    for d, engine, cfg, generate, describe in outputs:
+        d.mkdir(parents=True, exist_ok=True)
+        path = d / f"{engine}.v"
+        path.write_text(generate(cfg))
+        (d / f"{engine}.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        print(f"{path}: {describe(cfg)}", flush=True)
+        if args.lint:
+            r = lint(path, engine, LINT_WAIVERS)
+            status = "clean" if r.returncode == 0 else "FAILED"
+            print(f"  verilator --lint-only -Wall (waived: {', '.join(LINT_WAIVERS)}): "
+                  f"{status}", flush=True)
+            if r.returncode:
+                print(r.stderr, file=sys.stderr)
+                failed = True
     return 1 if failed else 0
 
 

@@ -10,7 +10,8 @@ Each entry of :data:`BACKENDS` opens a :class:`~mixgcn.golden.backend.Backend`:
 
 A backend holds resources (a simulator process): close it, or use it as a context
 manager through :func:`opened`. :func:`open_chips` opens P of them in this process
-as a communicator (:mod:`mixgcn.host.comm`) for a run on P chips.
+as a communicator (:mod:`mixgcn.host.comm`) for a run on P chips; :func:`open_system`
+P simulated chips joined by an exchange fabric in one simulator.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from mixgcn.gen.config import CHIP_PRESETS, ChipConfig
 from mixgcn.golden.backend import Backend, GoldenBackend, NumberFormat
 from mixgcn.host.comm import InProcess
 
-__all__ = ["BACKENDS", "open_chips", "open_golden", "open_rtl", "opened"]
+__all__ = ["BACKENDS", "open_chips", "open_golden", "open_rtl", "open_system", "opened"]
 
 
 def open_golden(*, width: int = 16, index: int = 0) -> GoldenBackend:
@@ -47,6 +48,27 @@ def open_rtl(*, chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "de
 
 
 BACKENDS: dict[str, Callable[..., Backend]] = {"golden": open_golden, "rtl": open_rtl}
+
+
+def open_system(chips: int, fabric: str = "crossbar", *,
+                chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "default",
+                pipeline: bool = True, verbose: bool = False, link_stall: int = 0,
+                on_build: Callable[[], None] | None = None) -> InProcess:
+    """``chips`` simulated chips joined by an exchange fabric (``crossbar`` or
+    ``serial``, :data:`~mixgcn.gen.config.FABRIC_PRESETS`) in one simulator, each
+    behind the chip driver, as a communicator that carries the fabric."""
+    from mixgcn.gen.config import FABRIC_PRESETS, SystemConfig
+    from mixgcn.host.chip_driver import ChipBackend
+    from mixgcn.sim.chip.process import SimulatedSystem
+
+    if fabric not in FABRIC_PRESETS:
+        raise ValueError(f"unknown fabric {fabric!r}: expected one of "
+                         f"{', '.join(FABRIC_PRESETS)}")
+    config = SystemConfig(chip=chip, chips=chips, fabric=FABRIC_PRESETS[fabric])
+    system = SimulatedSystem(config, name=f"{chips} chips ({chip_name}, {fabric})",
+                             verbose=verbose, on_build=on_build, link_stall=link_stall)
+    return InProcess([ChipBackend(c, pipeline=pipeline) for c in system.chips],
+                     fabric=system)
 
 
 def open_chips(name: str, chips: int, **options) -> InProcess:

@@ -11,16 +11,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mixgcn import __version__
-from mixgcn.gen.config import CHIP_PRESETS, ConfigError, load_chip
+from mixgcn.gen.config import CHIP_PRESETS, FABRIC_PRESETS, ConfigError, load_chip
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
 from mixgcn.golden.reorder import ORDERINGS
-from mixgcn.host.backends import BACKENDS, open_chips, opened
+from mixgcn.host.backends import BACKENDS, open_chips, open_system, opened
 from mixgcn.host.comm import MPIHost, mpi_world_size, serve
 from mixgcn.host.device import DeviceError
 from mixgcn.host.sharded import CLOCK_MHZ, LINK_GBPS
 from mixgcn.host.sharding import PARALLELISMS, PARTITIONERS
-from mixgcn.host.train import PRECISIONS, Parallel, train
+from mixgcn.host.train import EXCHANGES, PRECISIONS, Parallel, train
 
 DESCRIPTION = """\
 Train graph convolutional networks on the mixgcn accelerator: on its functional
@@ -71,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--link-gbps", type=float, default=None,
                    help=f"bandwidth of each chip's link, for the exchanges' cycles "
                         f"(default {LINK_GBPS:g} Gbit/s at a {CLOCK_MHZ:g} MHz chip clock)")
+    t.add_argument("--exchange", default=None, choices=EXCHANGES,
+                   help="with several rtl chips under mop: host = the host carries the "
+                        "all-to-all (default); fabric = the chips' exchange fabric does, "
+                        "in the simulation (rows interleaved: node r on chip r mod P)")
+    t.add_argument("--fabric", default=None, choices=tuple(FABRIC_PRESETS),
+                   help="with --exchange fabric: crossbar = chips on one die (default), "
+                        "serial = narrow links between boards (docs/fabric.md)")
     t.add_argument("--no-pipeline", action="store_true",
                    help="rtl: run every kernel alone instead of pipelining an SpMM with "
                         "the GEMM it feeds or is fed by (to measure the pipeline's gain)")
@@ -168,7 +175,10 @@ def cmd_train(args) -> int:
             + ("Mixture of Parallelism (aggregation by feature columns, combination by "
                "node rows)" if parallel.parallelism == "mop" else
                "partition parallelism (node rows, halo exchange)")
-            + f", nodes split {parallel.partitioner}; exchanges timed at "
+            + f", nodes split {parallel.partitioner}"
+            + (f"; the all-to-all on a {parallel.fabric} exchange fabric, other exchanges"
+               if parallel.exchange == "fabric" else "; exchanges")
+            + " timed at "
               f"{parallel.link_gbps:g} Gbit/s per chip at {CLOCK_MHZ:g} MHz"
             + (f"; one chip per MPI rank ({parallel.chips} ranks)" if world else ""))
     t0 = time.perf_counter()
@@ -214,7 +224,7 @@ def cmd_train(args) -> int:
 def _parallel(args):
     """The run's sharing among chips (None: one chip, as always), and the MPI world
     when started by mpiexec with several ranks."""
-    given = (args.parallelism, args.partitioner, args.link_gbps)
+    given = (args.parallelism, args.partitioner, args.link_gbps, args.exchange, args.fabric)
     ranks = mpi_world_size()
     world = None
     if ranks is not None and ranks > 1:
@@ -237,9 +247,19 @@ def _parallel(args):
         raise _fail(f"--chips {args.chips}: chips compute in fixed point; add "
                     "--precision fixed16")
     try:
+        if args.fabric is not None and args.exchange != "fabric":
+            raise ValueError(f"--fabric {args.fabric} applies with --exchange fabric only")
+        if args.exchange == "fabric":
+            if args.backend != "rtl":
+                raise ValueError("--exchange fabric runs the chips' fabric in simulation: "
+                                 "use --backend rtl")
+            if world is not None:
+                raise ValueError("--exchange fabric simulates every chip in one process; "
+                                 "it does not run under mpiexec")
         parallel = Parallel(args.chips, args.parallelism or "mop",
                             args.partitioner or "contiguous",
-                            LINK_GBPS if args.link_gbps is None else args.link_gbps)
+                            LINK_GBPS if args.link_gbps is None else args.link_gbps,
+                            args.exchange or "host", args.fabric or "crossbar")
     except ValueError as e:
         raise _fail(f"--chips {args.chips}: {e}") from None
     if not (parallel.link_gbps > 0 and parallel.link_gbps < float("inf")):
@@ -255,7 +275,9 @@ def _chips(name: str, options: dict, parallel, world):
         with opened(name, **options) as backend:
             yield backend
         return
-    if world is None:
+    if parallel.exchange == "fabric":
+        comm = open_system(parallel.chips, parallel.fabric, **options)
+    elif world is None:
         comm = open_chips(name, parallel.chips, **options)
     else:
         rank = world.Get_rank()

@@ -51,7 +51,8 @@ class Outcome:
     words_read: int
 
 
-_METHODS = ("spmm", "gemm", "spmm_gemm", "gemm_spmm", "spmm_and_gemm")
+_METHODS = ("spmm", "gemm", "spmm_gemm", "gemm_spmm", "spmm_and_gemm",
+            "spmm_gemm_fabric", "gemm_spmm_fabric")  # the last two: a system's chips
 
 
 def invoke(backend: Backend, call: Call) -> Outcome:
@@ -87,16 +88,19 @@ class Communicator(Protocol):
 
 class InProcess:
     """P backends in this process; ``owned=False`` leaves them open on :meth:`close`
-    (chips borrowed for one run of several)."""
+    (chips borrowed for one run of several). ``fabric``: the chips are one simulated
+    system (:class:`~mixgcn.sim.chip.process.SimulatedSystem`) whose exchange fabric
+    can carry the all-to-all."""
 
-    def __init__(self, backends: Sequence[Backend], *, owned: bool = True):
+    def __init__(self, backends: Sequence[Backend], *, owned: bool = True, fabric=None):
+        self.fabric = fabric
         if not backends:
             raise ValueError("a communicator needs at least one chip")
         self.backends = list(backends)
         self.size = len(self.backends)
         self.name = self.backends[0].name
         self.fmt = self.backends[0].fmt
-        self.transport = "in-process"
+        self.transport = "in-process" if fabric is None else "one simulated system"
         self.owned = owned
         self._pool = ThreadPoolExecutor(self.size) if self.size > 1 else None
 

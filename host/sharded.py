@@ -83,7 +83,8 @@ class ShardedBackend:
     """Kernels of one training loop on P chips (module docstring)."""
 
     def __init__(self, comm: Communicator, nodes: NodePartition, parallelism: str = "mop",
-                 *, link_gbps: float = LINK_GBPS, clock_mhz: float = CLOCK_MHZ):
+                 *, link_gbps: float = LINK_GBPS, clock_mhz: float = CLOCK_MHZ,
+                 fabric=None):
         if not isinstance(comm, Communicator):
             raise TypeError(f"expected a Communicator, got {comm!r}")
         if parallelism not in PARALLELISMS:
@@ -94,6 +95,15 @@ class ShardedBackend:
         for name, v in (("link_gbps", link_gbps), ("clock_mhz", clock_mhz)):
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+        if fabric is not None:
+            if parallelism != "mop":
+                raise ValueError("the exchange fabric carries Mixture of Parallelism's "
+                                 f"all-to-all; parallelism {parallelism!r} needs the host's")
+            if nodes.method != "cyclic":
+                raise ValueError("the exchange fabric interleaves rows: it needs the cyclic "
+                                 f"node partition, got {nodes.method!r}")
+        # a SimulatedSystem: SpMM→GEMM and GEMM→SpMM pairs cross its fabric
+        self.fabric = fabric
         self.comm, self.nodes, self.parallelism = comm, nodes, parallelism
         self.P, self.N = comm.size, nodes.nodes
         self.name, self.fmt = comm.name, comm.fmt
@@ -111,6 +121,7 @@ class ShardedBackend:
         self.exchanges = 0
         self.exchange_cycles = 0
         self.formula_bytes = 0.0  # the same exchanges by docs/parallelism.md's formulas
+        self.fabric_bytes = 0.0  # carried by the fabric's links between chips, counted there
         self.words = [0, 0]  # written, read by the host (over all chips)
         self.seconds = 0.0
         self.memory = [dict(graph=0, features=0, weights=0) for _ in range(self.P)]
@@ -132,6 +143,8 @@ class ShardedBackend:
     def spmm_gemm(self, s, x, form, w, stages, *, sites=("", "")) -> PairResult:
         if self.P == 1:
             return self._whole("spmm_gemm", (s, x, form, w, stages), dict(sites=sites))
+        if self._across(x, form, w):
+            return self._fabric_spmm_gemm(s, x, form, w, stages, sites)
         if self.parallelism == "partition" and form in ("xw", "xwt"):
             return self._partition_spmm_gemm(s, x, form, w, stages, sites)
         a = self.spmm(s, x, stages[0], site=sites[0])
@@ -140,6 +153,8 @@ class ShardedBackend:
     def gemm_spmm(self, form, x, w, s, stages, *, sites=("", "")) -> PairResult:
         if self.P == 1:
             return self._whole("gemm_spmm", (form, x, w, s, stages), dict(sites=sites))
+        if self._across(x, form, w, out=True):
+            return self._fabric_gemm_spmm(form, x, w, s, stages, sites)
         t = self.gemm(form, x, w, stages[0], site=sites[0])
         return PairResult(t, self.spmm(s, t.rows, stages[1], site=sites[1]))
 
@@ -253,6 +268,88 @@ class ShardedBackend:
                           (s.shape[0], m), Layout.NODE)
         self.kernel_runs += 2
         return PairResult(a, z)
+
+    # ------------------------------------------------------------ the fabric
+    def _across(self, x, form: str, w, *, out: bool = False) -> bool:
+        """Whether a pair runs across the fabric: a system with one, a dense X, rows
+        that cross as one word (the tensor that crosses at most ``lanes`` wide) and at
+        least one lane per chip. Otherwise the pair runs as two steps and the host
+        carries the exchange."""
+        if self.fabric is None or sp.issparse(x) or form not in ("xw", "xwt"):
+            return False
+        L = self.fabric.system.chip.lanes
+        m = np.shape(w)[1] if form == "xw" else np.shape(w)[0]
+        k = np.shape(x)[1]
+        crossing = m if out else k
+        return (self.P <= crossing <= L and m <= L and k <= (self.fabric.config.dce.max_k)
+                and np.shape(x)[0] == self.N)
+
+    def _route(self, mode: str, columns: int):
+        cols = column_slices(columns, self.P)
+        return cols, dict(mode=mode, lo=[int(c[0]) for c in cols], count=[len(c) for c in cols])
+
+    def _fabric_step(self, calls, kind, sites):
+        before = self.fabric.link_bytes().copy()
+        outcomes = self._step(calls, kind, tuple(sites), "fabric")
+        moved = self.fabric.link_bytes() - before
+        np.fill_diagonal(moved, 0)  # a chip's link to itself stays on the chip
+        self._count("fabric", sites[0], moved.sum(axis=0), moved.sum())
+        self.fabric_bytes += moved.sum()
+        self.kernel_runs += 2
+        return outcomes
+
+    def _fabric_spmm_gemm(self, s, x, form, w, stages, sites) -> PairResult:
+        """MoP's SpMM→GEMM across the fabric: chip p aggregates its columns ``S_p`` of
+        every row, the fabric sends row r to chip r mod P, which combines it as soon as
+        all P slices are in (hdl/fabric.py, scatter)."""
+        x = np.asarray(x)
+        self._need(x, Layout.FEATURE, sites[0])
+        self._need(stages[0].mask, Layout.FEATURE, sites[0])
+        self._need(stages[1].mask, Layout.NODE, sites[1])
+        cols, route = self._route("scatter", x.shape[1])
+        rows = self.nodes.rows
+        shards = self._adjacency(s)
+        calls = []
+        for p, c in enumerate(cols):
+            mine = np.zeros_like(x)
+            mine[:, c] = x[:, c]
+            calls.append(Call("spmm_gemm_fabric",
+                              (shards[p], mine, form, w,
+                               (stages[0], self._stage(stages[1], rows[p], None))),
+                              dict(rows=len(rows[p]), route=route, sites=tuple(sites))))
+            self._hold(p, features=self._bytes(x[:, c]), weights=self._bytes(w))
+        outcomes = self._fabric_step(calls, f"spmm+gemm_{form}", sites)
+        m = np.shape(w)[1] if form == "xw" else np.shape(w)[0]
+        a = self._by_columns([_lanes(o.result.first, c) for o, c in
+                              zip(outcomes, cols, strict=True)], cols, x.shape,
+                             Layout.FEATURE)
+        z = self._by_rows([o.result.second for o in outcomes], rows, (self.N, m), Layout.NODE)
+        return PairResult(a, z)
+
+    def _fabric_gemm_spmm(self, form, x, w, s, stages, sites) -> PairResult:
+        """MoP's GEMM→SpMM across the fabric: chip q combines its rows ``R_q``, the
+        fabric gives every chip each row in row order, its lanes ``S_p`` only, and chip
+        p aggregates them as they arrive (hdl/fabric.py, gather)."""
+        x = np.asarray(x)
+        self._need(x, Layout.NODE, sites[0])
+        self._need(stages[0].mask, Layout.NODE, sites[0])
+        self._need(stages[1].mask, Layout.FEATURE, sites[1])
+        m = np.shape(w)[1] if form == "xw" else np.shape(w)[0]
+        cols, route = self._route("gather", m)
+        rows = self.nodes.rows
+        shards = self._adjacency(s)
+        calls = [Call("gemm_spmm_fabric",
+                      (form, x[rows[p]], w, shards[p],
+                       (self._stage(stages[0], rows[p], None), stages[1])),
+                      dict(route=route, sites=tuple(sites))) for p in range(self.P)]
+        for p in range(self.P):
+            self._hold(p, features=self._bytes(x[rows[p]]), weights=self._bytes(w))
+        outcomes = self._fabric_step(calls, f"gemm_{form}+spmm", sites)
+        t = self._by_rows([o.result.first for o in outcomes], rows, (self.N, m), Layout.NODE)
+        z = self._by_columns([_lanes(o.result.second, c) for o, c in
+                              zip(outcomes, cols, strict=True)], cols, (s.shape[0], m),
+                             Layout.FEATURE)
+        return PairResult(t, z)
 
     # --------------------------------------------------------------- execution
     def _whole(self, method: str, args: tuple, kwargs: dict):
@@ -459,6 +556,9 @@ class ShardedBackend:
         """The JSON keys of a run on P chips (docs/parallelism.md)."""
         return dict(
             chips=self.P, parallelism=self.parallelism, partitioner=self.nodes.method,
+            exchange="host" if self.fabric is None else "fabric",
+            fabric=None if self.fabric is None else self.fabric.system.fabric.to_dict(),
+            fabric_bytes=round(self.fabric_bytes),
             link_gbps=self.link_gbps, clock_mhz=self.clock_mhz,
             bytes_moved=round(float(sum(self.bytes_per_op.values()))),
             bytes_per_chip=[round(float(b)) for b in self.bytes_per_chip],
@@ -470,6 +570,11 @@ class ShardedBackend:
             cycles_per_chip=[int(c) for c in self.cycles_per_chip] if self.timed else None,
             memory_per_chip=[dict(m) for m in self.memory],
         )
+
+
+def _lanes(result: KernelResult, cols) -> KernelResult:
+    """A chip's result across the fabric holds every column, zero but its own."""
+    return KernelResult(result.rows[:, cols], result.stats)
 
 
 def _columns(x, k):

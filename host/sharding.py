@@ -14,7 +14,8 @@ of these :class:`Layout`\\ s (docs/parallelism.md):
 :func:`transfer` counts, for a tensor held in one layout and needed in another, the
 words chip p sends chip q — a P × P matrix counted from the partition's sets, not
 estimated. Column slices are contiguous and as even as can be (``S_p``: ``F // P`` or
-one more); node partitions are contiguous or METIS's (``pymetis``).
+one more); node partitions are contiguous, METIS's (``pymetis``) or cyclic (node
+``r`` on chip ``r mod P``: how the exchange fabric interleaves rows).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ __all__ = ["PARALLELISMS", "PARTITIONERS", "Layout", "NodePartition", "column_sl
            "transfer"]
 
 PARALLELISMS = ("mop", "partition")
-PARTITIONERS = ("contiguous", "metis")
+PARTITIONERS = ("contiguous", "metis", "cyclic")
 
 
 class Layout(enum.Enum):
@@ -75,6 +76,8 @@ class NodePartition:
         check_parts(parts, n, "nodes")
         if method == "contiguous":
             owner = np.repeat(np.arange(parts), [len(r) for r in column_slices(n, parts)])
+        elif method == "cyclic":  # node r on chip r mod P: the fabric's row order
+            owner = np.arange(n) % parts
         elif method == "metis":
             owner = _metis(a, parts)
         else:

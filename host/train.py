@@ -23,7 +23,7 @@ from mixgcn.host.precision import FixedOps
 from mixgcn.host.sharded import LINK_GBPS, ShardedBackend
 from mixgcn.host.sharding import PARALLELISMS, PARTITIONERS, NodePartition, check_parts
 
-__all__ = ["PRECISIONS", "Parallel", "normalize_features", "train"]
+__all__ = ["EXCHANGES", "PRECISIONS", "Parallel", "normalize_features", "train"]
 
 PRECISIONS = ("float32", "float64", "fixed16")
 
@@ -35,6 +35,9 @@ def normalize_features(x: sp.csr_array) -> sp.csr_array:
     return sp.csr_array(sp.diags_array(inv) @ x, dtype=np.float32)
 
 
+EXCHANGES = ("host", "fabric")
+
+
 @dataclass(frozen=True)
 class Parallel:
     """How a run shares its kernels among P chips (docs/parallelism.md)."""
@@ -43,9 +46,22 @@ class Parallel:
     parallelism: str = "mop"
     partitioner: str = "contiguous"
     link_gbps: float = LINK_GBPS
+    exchange: str = "host"  # or "fabric": the chips' exchange fabric carries it
+    fabric: str = "crossbar"  # with exchange="fabric": its kind (FABRIC_PRESETS)
 
     def __post_init__(self):
         check_parts(self.chips, self.chips, "chips")
+        if self.exchange not in EXCHANGES:
+            raise ValueError(f"unknown exchange {self.exchange!r}: expected one of "
+                             f"{EXCHANGES}")
+        if self.exchange == "fabric":
+            if self.parallelism != "mop":
+                raise ValueError("the exchange fabric carries Mixture of Parallelism's "
+                                 f"all-to-all, not parallelism {self.parallelism!r}")
+            if self.partitioner not in ("contiguous", "cyclic"):
+                raise ValueError("the exchange fabric interleaves rows (node r on chip r "
+                                 f"mod P): partitioner {self.partitioner!r} does not apply")
+            object.__setattr__(self, "partitioner", "cyclic")
         if self.parallelism not in PARALLELISMS:
             raise ValueError(f"unknown parallelism {self.parallelism!r}: expected one of "
                              f"{PARALLELISMS}")
@@ -112,9 +128,14 @@ def train(
         if backend.size != parallel.chips:
             raise ValueError(f"{backend.size} chips for a run on {parallel.chips}")
         parallel.check(dataset)
+        fabric = getattr(backend, "fabric", None)
+        if parallel.exchange == "fabric" and fabric is None:
+            raise ValueError("--exchange fabric needs the chips of one simulated system "
+                             "(--backend rtl in one process)")
         backend = ShardedBackend(backend, NodePartition.build(a_hat, parallel.chips,
                                                               parallel.partitioner),
-                                 parallel.parallelism, link_gbps=parallel.link_gbps)
+                                 parallel.parallelism, link_gbps=parallel.link_gbps,
+                                 fabric=fabric if parallel.exchange == "fabric" else None)
     ops = make_ops(precision, backend)
     t0 = time.perf_counter()
     rng = np.random.default_rng(config.seed)

@@ -1,0 +1,140 @@
+"""P chips joined by an exchange fabric, simulated as one system (Verilator): each
+direction of the all-to-all bit-exact with golden (odd row counts, uneven lane
+slices), every byte the fabric's links carried counted by its own flit counters, and
+training across the fabric equal to one chip — on crossbar and on serial links with
+random link stalls. Bad configurations and options are refused."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mixgcn.gen.config import CHIP_PRESETS, FABRIC_PRESETS, ConfigError, FabricConfig, SystemConfig
+from mixgcn.golden.backend import GoldenBackend, Stage
+from mixgcn.golden.datasets import make_synthetic
+from mixgcn.golden.gcn import GCNConfig
+from mixgcn.host.backends import open_system
+from mixgcn.host.chip_driver import ChipBackend
+from mixgcn.host.cli import main
+from mixgcn.host.sharding import column_slices
+from mixgcn.host.train import Parallel, train
+
+TINY = CHIP_PRESETS["tiny"]  # 4 lanes: hidden and class widths up to 4 cross as one word
+
+
+@pytest.fixture(scope="module", params=[(2, "serial"), (3, "crossbar")],
+                ids=["P2-serial", "P3-crossbar"])
+def system(request):
+    P, kind = request.param
+    # links stall one cycle in four: the flow control under pressure
+    comm = open_system(P, kind, chip=TINY, chip_name="tiny", link_stall=64)
+    yield comm
+    comm.close()
+
+
+def _route(mode, columns, P):
+    cols = column_slices(columns, P)
+    return cols, dict(mode=mode, lo=[int(c[0]) for c in cols], count=[len(c) for c in cols])
+
+
+def _operands(rng, n, f, m):
+    s = sp.random_array((n, n), density=0.15, random_state=rng, format="csr")
+    s.data[:] = rng.integers(-60, 60, s.nnz)
+    s = sp.csr_array(s)
+    return (s, rng.integers(-120, 120, (n, f)), rng.integers(-120, 120, (f, m)),
+            (Stage(shift=3, relu=False, mask=None), Stage(shift=4, relu=True, mask=None)))
+
+
+@pytest.mark.sim
+def test_both_directions_across_the_fabric_equal_golden(system):
+    fabric, P = system.fabric, system.size
+    chips = [ChipBackend(c) for c in fabric.chips]
+    golden = GoldenBackend()
+    rng = np.random.default_rng(P)
+    for n in (17, 2 * P + 1):  # rows not a multiple of P; a chip with two rows
+        s, x, w, stages = _operands(rng, n, 4, 3)
+        # SpMM → GEMM: the SpMM's columns on their chips, the GEMM's rows on their owners
+        want = golden.spmm_gemm(s, x, "xw", w, stages)
+        cols, route = _route("scatter", 4, P)
+        before = fabric.link_flits.copy()
+
+        def scatter(p, cols=cols, route=route, s=s, x=x, w=w, stages=stages, n=n):
+            mine = np.where(np.isin(np.arange(4), cols[p]), x, 0)
+            return chips[p].spmm_gemm_fabric(s, mine, "xw", w, stages,
+                                              rows=len(range(p, n, P)), route=route)
+
+        with ThreadPoolExecutor(P) as pool:
+            got = list(pool.map(scatter, range(P)))
+        for p, r in enumerate(got):
+            assert np.array_equal(r.first.rows[:, cols[p]], want.first.rows[:, cols[p]])
+            assert np.array_equal(r.second.rows, want.second.rows[p::P]), (n, p)
+        # every row left each chip on the link to its owner (crossbar links carry a
+        # row a flit; serial links only the chunks of the chip's lanes)
+        sent = fabric.link_flits - before
+        for p in range(P):
+            for q in range(P):
+                rows = len(range(q, n, P))
+                assert (sent[p, q] == 0) == (rows == 0)
+                assert sent[p, q] % rows == 0, (p, q, sent[p, q])
+
+        # GEMM → SpMM: the GEMM's rows on their owners, every row to every chip
+        want = golden.gemm_spmm("xw", x, w, s, stages)
+        cols, route = _route("gather", 3, P)
+
+        def gather(p, route=route, s=s, x=x, w=w, stages=stages):
+            return chips[p].gemm_spmm_fabric("xw", x[p::P], w, s, stages, route=route)
+
+        with ThreadPoolExecutor(P) as pool:
+            got = list(pool.map(gather, range(P)))
+        for p, r in enumerate(got):
+            assert np.array_equal(r.first.rows, want.first.rows[p::P])
+            assert np.array_equal(r.second.rows[:, cols[p]], want.second.rows[:, cols[p]])
+            others = np.setdiff1d(np.arange(3), cols[p])
+            assert not r.second.rows[:, others].any()  # only its own lanes arrived
+
+
+@pytest.mark.sim
+def test_training_across_the_fabric_equals_one_chip(system):
+    P = system.size
+    ds = make_synthetic(nodes=90, degree=4, features=20, classes=4, seed=3)
+    config = GCNConfig(epochs=3, hidden=4, seed=1)
+    one = train(ds, config, "fixed16")
+    run = train(ds, config, "fixed16", system, parallel=Parallel(P, exchange="fabric"))
+    assert run["weights_sha256"] == one["weights_sha256"]
+    assert run["exchange"] == "fabric" and run["partitioner"] == "cyclic"
+    # across P > 1 chips only the fabric runs a pair as one step
+    assert {k for k in run["cycles_per_op"] if "+" in k}, run["cycles_per_op"]
+    # the fabric's links between chips carried bytes, counted by their flit counters
+    assert run["bytes_per_op"]["fabric"] == run["fabric_bytes"] > 0
+
+
+def test_bad_systems_and_options_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="chips must be in 2..64, got 1"):
+        SystemConfig(chips=1)
+    with pytest.raises(ConfigError, match="kind must be one of crossbar, serial, got 'wifi'"):
+        FabricConfig(kind="wifi")
+    with pytest.raises(ConfigError, match="link_width must be >= 1 for serial links"):
+        FabricConfig(kind="serial")
+    with pytest.raises(ConfigError, match="unknown key"):
+        SystemConfig.from_dict({"chips": 2, "lanes": 3})
+    assert SystemConfig.from_dict(SystemConfig(chips=3, fabric=FABRIC_PRESETS["serial"])
+                                  .to_dict()).chips == 3
+    with pytest.raises(ValueError, match="not parallelism 'partition'"):
+        Parallel(2, "partition", exchange="fabric")
+    with pytest.raises(ValueError, match="partitioner 'metis' does not apply"):
+        Parallel(2, "mop", "metis", exchange="fabric")
+    with pytest.raises(ValueError, match="unknown exchange 'bus'"):
+        Parallel(2, exchange="bus")
+    base = ["train", "--dataset", "synthetic", "--epochs", "1", "--chips", "2"]
+    for extra, message in (
+            (["--backend", "golden", "--precision", "fixed16", "--exchange", "fabric"],
+             "use --backend rtl"),
+            (["--backend", "rtl", "--fabric", "serial"], "applies with --exchange fabric"),
+            (["--backend", "rtl", "--exchange", "fabric", "--parallelism", "partition"],
+             "not parallelism 'partition'")):
+        with pytest.raises(SystemExit) as e:
+            main(base + extra)
+        assert message in str(e.value), (extra, e.value)

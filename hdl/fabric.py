@@ -97,7 +97,9 @@ class Link(wiring.Component):
 
         # ---- sender: a row at a time, one flit a cycle while it holds a credit
         row_in = data.View(self.row_layout, self.i.payload)
-        keep = Cat((lane >= self.lo) & (lane < self.lo + self.count) for lane in range(L))
+        # lane L-1 is never below lo (a constant comparison lint flags): only the top
+        keep = Cat(((self.lo <= lane) if lane < L - 1 else 1) & (lane < self.lo + self.count)
+                   for lane in range(L))
         raw = row_in.data.as_value()
         masked = Cat(Mux(keep[lane], raw[lane * W:(lane + 1) * W], 0) for lane in range(L))
         held = Signal(n * w)

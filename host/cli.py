@@ -82,6 +82,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="rtl: run every kernel alone instead of pipelining an SpMM with "
                         "the GEMM it feeds or is fed by (to measure the pipeline's gain)")
     t.add_argument("--json", type=Path, default=None, help="write the metrics to this file")
+    v = sub.add_parser("verilog", help="write a chip's or a multi-chip system's Verilog",
+                       description="Write the Verilog of one chip, or of P chips joined by "
+                                   "an exchange fabric (docs/fabric.md), and the JSON of its "
+                                   "parameters.")
+    v.add_argument("--chip", default="default",
+                   metavar="{" + ",".join(CHIP_PRESETS) + ",FILE.json}",
+                   help="the chip: a preset or a chip.json (default: default)")
+    v.add_argument("--chips", type=int, default=1, help="chips in the system (default 1)")
+    v.add_argument("--fabric", default="crossbar", choices=tuple(FABRIC_PRESETS),
+                   help="with --chips P > 1: the exchange fabric (default crossbar)")
+    v.add_argument("--out", type=Path, default=Path("build/verilog"),
+                   help="folder for <name>.v and <name>.json (default build/verilog)")
+    v.add_argument("--lint", action="store_true",
+                   help="check it with verilator --lint-only -Wall (the documented waivers)")
     t.add_argument("--quiet", action="store_true", help="no per-epoch progress")
     t.add_argument("--verbose", action="store_true",
                    help="rtl: show the simulator's and the build's own output")
@@ -299,7 +313,44 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "train":
         return cmd_train(args)
+    if args.command == "verilog":
+        return cmd_verilog(args)
     raise AssertionError(args.command)
+
+
+def cmd_verilog(args) -> int:
+    """One chip's Verilog (``chip.v``, top ``chip``) or a system's (``system-P-<fabric>.v``,
+    top ``system``), each with the JSON of its configuration beside it."""
+    from mixgcn.gen.config import SystemConfig
+    from mixgcn.gen.verilog import LINT_WAIVERS, chip_verilog, lint, system_verilog
+
+    try:
+        chip_name, chip = load_chip(args.chip)
+        if args.chips == 1 and args.fabric != "crossbar":
+            raise ConfigError(f"--fabric {args.fabric} needs --chips 2 or more")
+        system = (SystemConfig(chip=chip, chips=args.chips, fabric=FABRIC_PRESETS[args.fabric])
+                  if args.chips != 1 else None)
+    except ConfigError as e:
+        raise _fail(str(e)) from None
+    stem = Path(chip_name).stem
+    name, top = ((f"{stem}-system-{args.chips}-{args.fabric}", "system") if system
+                 else (f"{stem}-chip", "chip"))
+    config = system or chip
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / f"{name}.v"
+        path.write_text(system_verilog(system) if system else chip_verilog(chip))
+        path.with_suffix(".json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    except OSError as e:
+        raise _fail(f"could not write to {args.out}: {e.strerror or e}") from None
+    print(f"{path} (top module {top}) and {path.with_suffix('.json')}")
+    if args.lint:
+        r = lint(path, top, LINT_WAIVERS)
+        if r.returncode:
+            print(r.stderr, file=sys.stderr)
+            raise _fail(f"{path}: verilator --lint-only -Wall found problems (above)")
+        print(f"verilator --lint-only -Wall: clean (waived: {', '.join(LINT_WAIVERS)})")
+    return 0
 
 
 if __name__ == "__main__":

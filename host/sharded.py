@@ -122,6 +122,7 @@ class ShardedBackend:
         self.exchange_cycles = 0
         self.formula_bytes = 0.0  # the same exchanges by docs/parallelism.md's formulas
         self.fabric_bytes = 0.0  # carried by the fabric's links between chips, counted there
+        self.fabric_steps: list[dict] = []
         self.words = [0, 0]  # written, read by the host (over all chips)
         self.seconds = 0.0
         self.memory = [dict(graph=0, features=0, weights=0) for _ in range(self.P)]
@@ -289,13 +290,22 @@ class ShardedBackend:
         return cols, dict(mode=mode, lo=[int(c[0]) for c in cols], count=[len(c) for c in cols])
 
     def _fabric_step(self, calls, kind, sites):
-        before = self.fabric.link_bytes().copy()
+        flits0, bytes0 = self.fabric.link_flits.copy(), self.fabric.link_bytes()
         outcomes = self._step(calls, kind, tuple(sites), "fabric")
-        moved = self.fabric.link_bytes() - before
+        flits = self.fabric.link_flits - flits0
+        moved = self.fabric.link_bytes() - bytes0
         np.fill_diagonal(moved, 0)  # a chip's link to itself stays on the chip
         self._count("fabric", sites[0], moved.sum(axis=0), moved.sum())
         self.fabric_bytes += moved.sum()
         self.kernel_runs += 2
+        if self.timed:
+            # what bounds the step: each chip's engines (busy cycles) and the busiest
+            # link (a flit a cycle at most)
+            self.fabric_steps.append(dict(
+                kind=kind, sites=list(sites), cycles=self.steps[-1].cycles,
+                sae_busy=[o.batches[-1].sae_busy for o in outcomes],
+                dce_busy=[o.batches[-1].dce_busy for o in outcomes],
+                link_flits=int(flits.max())))
         return outcomes
 
     def _fabric_spmm_gemm(self, s, x, form, w, stages, sites) -> PairResult:
@@ -559,6 +569,7 @@ class ShardedBackend:
             exchange="host" if self.fabric is None else "fabric",
             fabric=None if self.fabric is None else self.fabric.system.fabric.to_dict(),
             fabric_bytes=round(self.fabric_bytes),
+            fabric_steps=list(self.fabric_steps),
             link_gbps=self.link_gbps, clock_mhz=self.clock_mhz,
             bytes_moved=round(float(sum(self.bytes_per_op.values()))),
             bytes_per_chip=[round(float(b)) for b in self.bytes_per_chip],

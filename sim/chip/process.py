@@ -412,6 +412,12 @@ class SystemChip:
         return dict(self.system._request(dict(op="counters", chip=self.index),
                                          doing="reading counters")[0]["counters"])
 
+    def stalls(self, read: int = 0, write: int = 0) -> None:
+        """Random stalls on this chip's memory from now on: it refuses a read request
+        (``read``) or a write (``write``) in a cycle with that probability in 256ths."""
+        self.system._request(dict(op="stalls", chip=self.index, read=int(read),
+                                  write=int(write)), doing=f"setting chip {self.index}'s stalls")
+
     def close(self) -> None:
         """The system closes with its last chip (:meth:`SimulatedSystem.close`)."""
         self.system._chip_closed(self.index)

@@ -12,8 +12,10 @@ Operations (each may name a ``chip`` of a system; the first by default): ``hello
 ``read`` (``addr``, ``count``; reply blob: the words), ``run`` (``count``, ``budget``;
 blob: descriptors; reply: ``cycles``, ``counters``, ``device_seconds``, ``error`` (the
 chip's error flags), ``completed``; blob: the status records), ``counters``,
-``reset``, ``close``; on a system, ``run_together`` (every chip's batch at once across
-the fabric, :meth:`ChipServer._run_together`). Any
+``reset``, ``stalls`` (``read``, ``write``: the chip's memory refuses a request or
+a write in a cycle with that probability in 256ths), ``close``; on a system,
+``run_together`` (every chip's batch at once across the fabric,
+:meth:`ChipServer._run_together`). Any
 exception becomes an error reply; the server keeps serving. It ends when the host asks
 it to or closes the connection, and when the host process is gone (checked every
 :data:`WATCH_CYCLES` cycles of a running batch too, so a long batch never leaves it
@@ -81,6 +83,13 @@ class ChipServer:
                 descs, int(req["budget"]), watch=(WATCH_CYCLES, self._watch))
             return dict(ok=True, cycles=cycles, counters=counters, device_seconds=seconds,
                         error=error, completed=len(status)), status.tobytes()
+        if op == "stalls":  # random stalls on this chip's memory (tests)
+            for kind in ("read", "write"):
+                level = int(req.get(kind, 0))
+                if not 0 <= level <= 255:
+                    raise ValueError(f"{kind} stall must be in 0..255, got {level}")
+                setattr(chip, f"{kind}_stall", level)
+            return dict(ok=True), b""
         if op == "counters":
             return dict(ok=True, counters=chip.counters()), b""
         if op == "reset":

@@ -96,12 +96,6 @@ def test_both_directions_across_the_fabric_equal_golden(system):
             assert not r.second.rows[:, others].any()  # only its own lanes arrived
 
 
-# Known defect, not yet found: after a chip of a system runs an SpMM alone, its next
-# fabric batch goes wrong (gather: the SpMM's last row reads a stale buffer row on 8-bit
-# serial links; scatter: the chip's next GEMM starves). Training mixes lone batches with
-# fabric pairs and hits it; the pair tests above (fresh drivers, pairs only) do not.
-@pytest.mark.xfail(strict=True, reason="known defect: a lone SpMM before a fabric batch "
-                   "(docs/fabric.md, 'Known defect')")
 @pytest.mark.sim
 def test_training_across_the_fabric_equals_one_chip(system):
     P = system.size

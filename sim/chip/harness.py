@@ -42,7 +42,7 @@ def _next(addr, period):
 
 class MemorySource(wiring.Component):
     """Streams ``count`` words of its memory (addresses 0, 1, ..., wrapping at
-    ``period``) as fast as the stream takes them."""
+    ``period``) as fast as the stream takes them, once per ``start``."""
 
     def __init__(self, layout, depth: int):
         self.layout, self.depth = layout, depth
@@ -69,7 +69,10 @@ class MemorySource(wiring.Component):
                 m.d.sync += [fetched.eq(fetched + 1), have.eq(1),
                              addr.eq(_next(addr, self.period))]
             with m.Else():
-                m.d.sync += have.eq(0)
+                # the batch is out: disarmed until the next start, so a count raised for
+                # the next batch before its start (a system arms its chips one after the
+                # other, clock cycles apart) streams nothing early
+                m.d.sync += [have.eq(0), armed.eq(0)]
         return m
 
 

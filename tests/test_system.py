@@ -21,12 +21,13 @@ from mixgcn.host.chip_driver import ChipBackend
 from mixgcn.host.cli import main
 from mixgcn.host.sharding import column_slices
 from mixgcn.host.train import Parallel, train
+from mixgcn.sim.chip.process import check_route
 
 TINY = CHIP_PRESETS["tiny"]  # 4 lanes: hidden and class widths up to 4 cross as one word
 
 
-@pytest.fixture(scope="module", params=[(2, "serial"), (3, "crossbar")],
-                ids=["P2-serial", "P3-crossbar"])
+@pytest.fixture(scope="module", params=[(2, "serial"), (3, "crossbar"), (4, "serial")],
+                ids=["P2-serial", "P3-crossbar", "P4-serial"])
 def system(request):
     P, kind = request.param
     # links stall one cycle in four: the flow control under pressure
@@ -54,8 +55,9 @@ def test_both_directions_across_the_fabric_equal_golden(system):
     chips = [ChipBackend(c) for c in fabric.chips]
     golden = GoldenBackend()
     rng = np.random.default_rng(P)
+    m = max(3, P)  # the GEMM's width: uneven lanes per chip when P < 4
     for n in (17, 2 * P + 1):  # rows not a multiple of P; a chip with two rows
-        s, x, w, stages = _operands(rng, n, 4, 3)
+        s, x, w, stages = _operands(rng, n, 4, m)
         # SpMM → GEMM: the SpMM's columns on their chips, the GEMM's rows on their owners
         want = golden.spmm_gemm(s, x, "xw", w, stages)
         cols, route = _route("scatter", 4, P)
@@ -82,7 +84,7 @@ def test_both_directions_across_the_fabric_equal_golden(system):
 
         # GEMM → SpMM: the GEMM's rows on their owners, every row to every chip
         want = golden.gemm_spmm("xw", x, w, s, stages)
-        cols, route = _route("gather", 3, P)
+        cols, route = _route("gather", m, P)
 
         def gather(p, route=route, s=s, x=x, w=w, stages=stages):
             return chips[p].gemm_spmm_fabric("xw", x[p::P], w, s, stages, route=route)
@@ -92,14 +94,14 @@ def test_both_directions_across_the_fabric_equal_golden(system):
         for p, r in enumerate(got):
             assert np.array_equal(r.first.rows, want.first.rows[p::P])
             assert np.array_equal(r.second.rows[:, cols[p]], want.second.rows[:, cols[p]])
-            others = np.setdiff1d(np.arange(3), cols[p])
+            others = np.setdiff1d(np.arange(m), cols[p])
             assert not r.second.rows[:, others].any()  # only its own lanes arrived
 
 
 @pytest.mark.sim
 def test_training_across_the_fabric_equals_one_chip(system):
     P = system.size
-    ds = make_synthetic(nodes=90, degree=4, features=20, classes=4, seed=3)
+    ds = make_synthetic(nodes=90, degree=4, features=20, classes=4, seed=3)  # 4 ≥ P
     config = GCNConfig(epochs=3, hidden=4, seed=1)
     one = train(ds, config, "fixed16")
     run = train(ds, config, "fixed16", system, parallel=Parallel(P, exchange="fabric"))
@@ -122,6 +124,13 @@ def test_bad_systems_and_options_are_refused(tmp_path):
         SystemConfig.from_dict({"chips": 2, "lanes": 3})
     assert SystemConfig.from_dict(SystemConfig(chips=3, fabric=FABRIC_PRESETS["serial"])
                                   .to_dict()).chips == 3
+    for bad, message in (({"mode": "spread", "lo": [0, 2], "count": [2, 2]}, "scatter"),
+                         ({"mode": "gather", "lo": [0], "count": [2]}, "2 'lo'"),
+                         ({"mode": "gather", "lo": [0, 2], "count": [2, 0]}, "chip 1's"),
+                         ({"mode": "gather", "lo": [0, 3], "count": [2, 2]}, "chip 1's"),
+                         ({"mode": "scatter", "lo": [0, 1], "count": [2, 2]}, "overlap")):
+        with pytest.raises(ValueError, match=message):
+            check_route(bad, 2, 4)
     with pytest.raises(ValueError, match="not parallelism 'partition'"):
         Parallel(2, "partition", exchange="fabric")
     with pytest.raises(ValueError, match="partitioner 'metis' does not apply"):

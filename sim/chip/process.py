@@ -52,7 +52,7 @@ from mixgcn.host.packing import to_ints, word_bytes
 from mixgcn.sim.build import BuildError, build, simulator_env
 from mixgcn.sim.chip.harness import TOP, harness_verilog
 
-__all__ = ["SimulatedChip", "SimulatedSystem", "SystemChip"]
+__all__ = ["SimulatedChip", "SimulatedSystem", "SystemChip", "check_route"]
 
 
 def _words(n: int) -> str:
@@ -162,7 +162,11 @@ class SimulatedChip:
             dict(op="run", count=len(descriptors), budget=int(budget)), descriptors,
             doing=f"running {label} ({len(descriptors)} descriptors)",
             timeout=self.timeouts.reply_seconds(budget))
-        done = int(reply.get("completed", len(descriptors)))
+        return self._result(reply, blob)
+
+    def _result(self, reply: dict, blob: bytes) -> BatchResult:
+        """A batch's reply (one chip's) and its status records as a BatchResult."""
+        done = int(reply["completed"])
         status = self._words(blob, self.status_bytes, done, "status records")
         return BatchResult(cycles=int(reply["cycles"]), counters=dict(reply["counters"]),
                            device_seconds=float(reply["device_seconds"]),
@@ -262,6 +266,26 @@ class SimulatedChip:
         return reply, out
 
 
+def check_route(route: dict, chips: int, lanes: int) -> None:
+    """Refuse a route the fabric cannot carry (hdl/fabric.py): a mode other than
+    ``scatter`` / ``gather``, or lanes that are not one non-empty, disjoint slice of the
+    row per chip."""
+    if not isinstance(route, dict) or route.get("mode") not in ("scatter", "gather"):
+        raise ValueError(f"a fabric route needs mode 'scatter' or 'gather', got {route!r}")
+    lo, count = route.get("lo"), route.get("count")
+    if not (isinstance(lo, list) and isinstance(count, list) and len(lo) == len(count) == chips):
+        raise ValueError(f"a fabric route needs {chips} 'lo' and 'count' values, got {route!r}")
+    taken = np.zeros(lanes, dtype=int)
+    for p, (a, n) in enumerate(zip(lo, count, strict=True)):
+        if not (isinstance(a, int) and isinstance(n, int) and 0 <= a and 1 <= n
+                and a + n <= lanes):
+            raise ValueError(f"chip {p}'s lanes {a}..{a}+{n} are not a non-empty slice of "
+                             f"the {lanes} lanes of a row")
+        taken[a:a + n] += 1
+    if taken.max() > 1:
+        raise ValueError(f"the chips' lanes overlap: {route!r}")
+
+
 class SimulatedSystem(SimulatedChip):
     """``config.chips`` chips and their exchange fabric (a
     :class:`~mixgcn.gen.config.SystemConfig`) in one simulator process. :attr:`chips`
@@ -306,6 +330,7 @@ class SimulatedSystem(SimulatedChip):
         P = self.system.chips
         if len(batches) != P:
             raise ValueError(f"{len(batches)} batches for a system of {P} chips")
+        check_route(route, P, self.system.chip.lanes)
         batches = [np.asarray(b, dtype=np.uint8) for b in batches]
         blob = np.concatenate(batches) if batches else b""
         reply, out = self._request(
@@ -316,15 +341,9 @@ class SimulatedSystem(SimulatedChip):
         self.link_flits += np.asarray(reply["flits"], dtype=np.int64).reshape(P, P)
         results, offset = [], 0
         for r in reply["results"]:
-            done = int(r["completed"])
-            status = self._words(out[offset:offset + done * self.status_bytes],
-                                 self.status_bytes, done, "status records")
-            offset += done * self.status_bytes
-            results.append(BatchResult(
-                cycles=int(r["cycles"]), counters=dict(r["counters"]),
-                device_seconds=float(r["device_seconds"]),
-                status=[StatusRecord.decode(self._lay, w) for w in to_ints(status)],
-                error=int(r.get("error", 0))))
+            end = offset + int(r["completed"]) * self.status_bytes
+            results.append(self._result(r, out[offset:end]))
+            offset = end
         return results
 
     def link_bytes(self) -> np.ndarray:
@@ -394,12 +413,7 @@ class SystemChip:
             dict(op="run", chip=self.index, count=len(descriptors), budget=int(budget)),
             descriptors, doing=f"running {label} on chip {self.index}",
             timeout=s.timeouts.reply_seconds(budget))
-        done = int(reply.get("completed", len(descriptors)))
-        status = s._words(blob, s.status_bytes, done, "status records")
-        return BatchResult(cycles=int(reply["cycles"]), counters=dict(reply["counters"]),
-                           device_seconds=float(reply["device_seconds"]),
-                           status=[StatusRecord.decode(s._lay, w) for w in to_ints(status)],
-                           error=int(reply.get("error", 0)))
+        return s._result(reply, blob)
 
     def read(self, addr: int, count: int) -> np.ndarray:
         _, blob = self.system._request(dict(op="read", chip=self.index, addr=int(addr),

@@ -485,38 +485,55 @@ def bench_mop_rtl() -> tuple[dict, list[str]]:
 FABRIC_GRAPHS = {"cora": None, "power-law": "synthetic:nodes=6000,degree=10,features=200"}
 
 
-def fabric_bound(step: dict) -> int:
-    """What a fabric step cannot beat: its busiest engine on any chip (busy cycles) or
-    its busiest link (a flit a cycle)."""
-    return max(max(step["sae_busy"]), max(step["dce_busy"]), step["link_flits"])
+def fabric_bound(step: dict, alone: dict) -> int:
+    """What a fabric step cannot beat, per chip: its SpMM alone, its GEMM alone (each the
+    slowest chip's, measured on the same P chips with the host carrying the exchange),
+    and its busiest link (a flit a cycle)."""
+    return max([alone[site] for site in step["sites"]] + [step["link_flits"]])
 
 
 def bench_fabric() -> tuple[dict, list[str]]:
     """The all-to-all on the exchange fabric: Cora (crossbar and serial links) and a
     power-law graph (crossbar), 2 epochs on 1, 2 and 4 simulated default chips. Each
-    epoch's cycles, the bytes between chips the links counted, every fabric step's
-    cycles against its bound (:func:`fabric_bound`), the simulation's wall time; the
-    weights must equal one chip's."""
-    from mixgcn.host.backends import open_system
+    epoch's cycles, the bytes the links between chips carried, every fabric step's
+    cycles against its bound (:func:`fabric_bound`; the kernels alone come from the
+    same run with ``--exchange host``), the simulation's wall time; the weights must
+    equal one chip's."""
+    from mixgcn.host.backends import open_chips, open_system
     from mixgcn.host.train import Parallel
 
     config = GCNConfig(epochs=2)
     runs, steps = [], []
-    rows = ["All-to-all on the exchange fabric (default chips, 2 epochs, the 2nd reported; "
-            "bound = max(busiest engine's busy cycles, busiest link's flits))",
-            f"  {'graph':<10} {'P':>2} {'fabric':<9} {'epoch cycles':>12} {'fabric bytes':>12} "
-            f"{'worst step/bound':>16} {'wall s/epoch':>12}"]
+    rows = ["All-to-all on the exchange fabric (default chips, 2 epochs, the 2nd reported; a "
+            "step's bound = max(its SpMM alone, its GEMM alone, its busiest link's flits))",
+            f"  {'graph':<10} {'P':>2} {'exchange':<9} {'epoch cycles':>12} "
+            f"{'fabric bytes':>12} {'worst step/bound':>16} {'wall s/epoch':>12}"]
     for graph, spec in FABRIC_GRAPHS.items():
         dataset = _cora() if spec is None else load_dataset(spec)
         _log(f"fabric: {graph} on 1 chip")
         one = _train_rtl(dataset, 2)
         sha = one["weights_sha256"]
-        runs.append(dict(graph=graph, chips=1, fabric=None, epoch_cycles=one["epoch_cycles"][-1],
+        runs.append(dict(graph=graph, chips=1, exchange=None,
+                         epoch_cycles=one["epoch_cycles"][-1],
                          epoch_seconds=one["epoch_seconds_median"], weights_sha256=sha))
         rows.append(f"  {graph:<10} {1:>2} {'-':<9} {one['epoch_cycles'][-1]:>12,} {0:>12,} "
                     f"{'-':>16} {one['epoch_seconds_median']:>12.2f}")
-        for kind in (("crossbar", "serial") if graph == "cora" else ("crossbar",)):
-            for p in (2, 4):
+        for p in (2, 4):
+            _log(f"fabric: {graph} on {p} chips, the host carrying the exchange")
+            comm = open_chips("rtl", p, chip=CHIP_PRESETS["default"], chip_name="default")
+            try:
+                host = train(dataset, config, "fixed16", comm,
+                             parallel=Parallel(p, partitioner="cyclic"))
+            finally:
+                comm.close()
+            alone = {k: v["last_cycles"] for k, v in host["cycles_per_site"].items()}
+            runs.append(dict(graph=graph, chips=p, exchange="host",
+                             epoch_cycles=host["epoch_cycles"][-1],
+                             epoch_seconds=host["epoch_seconds_median"],
+                             weights_sha256=host["weights_sha256"]))
+            rows.append(f"  {graph:<10} {p:>2} {'host':<9} {host['epoch_cycles'][-1]:>12,} "
+                        f"{0:>12,} {'-':>16} {host['epoch_seconds_median']:>12.2f}")
+            for kind in (("crossbar", "serial") if graph == "cora" else ("crossbar",)):
                 _log(f"fabric: {graph} on {p} chips, {kind}")
                 comm = open_system(p, kind, on_build=lambda: _log(
                     "building the system (once per P and fabric)"))
@@ -525,15 +542,17 @@ def bench_fabric() -> tuple[dict, list[str]]:
                               parallel=Parallel(p, exchange="fabric", fabric=kind))
                 finally:
                     comm.close()
-                if r["weights_sha256"] != sha:
+                if {r["weights_sha256"], host["weights_sha256"]} != {sha}:
                     raise RuntimeError(f"{graph} on {p} chips ({kind}): the weights differ "
                                        "from one chip's")
-                mine = [dict(s, graph=graph, chips=p, fabric=kind, bound=fabric_bound(s),
-                             ratio=s["cycles"] / max(1, fabric_bound(s)))
+                mine = [dict(s, graph=graph, chips=p, fabric=kind,
+                             alone=[alone[site] for site in s["sites"]],
+                             bound=fabric_bound(s, alone),
+                             ratio=s["cycles"] / max(1, fabric_bound(s, alone)))
                         for s in r["fabric_steps"]]
                 steps += mine
                 worst = max((s["ratio"] for s in mine), default=0.0)
-                runs.append(dict(graph=graph, chips=p, fabric=kind,
+                runs.append(dict(graph=graph, chips=p, exchange=kind,
                                  epoch_cycles=r["epoch_cycles"][-1],
                                  fabric_bytes=r["fabric_bytes"],
                                  epoch_seconds=r["epoch_seconds_median"],
@@ -542,11 +561,12 @@ def bench_fabric() -> tuple[dict, list[str]]:
                             f"{r['fabric_bytes']:>12,} {worst:>16.3f} "
                             f"{r['epoch_seconds_median']:>12.2f}")
     rows.append("  every fabric step (pairs run once the exponents are known, from the 2nd "
-                "epoch): cycles, bound, ratio")
+                "epoch): cycles; SpMM, GEMM alone; busiest link; ratio to the bound")
     for s in steps:
         rows.append(f"    {s['graph']:<10} P={s['chips']} {s['fabric']:<9} "
-                    f"{'+'.join(s['sites']):<24} {s['kind']:<16} {s['cycles']:>8,} "
-                    f"{s['bound']:>8,} {s['ratio']:>6.3f}")
+                    f"{'+'.join(s['sites']):<24} {s['cycles']:>8,}  "
+                    f"{' / '.join(f'{a:,}' for a in s['alone']):<16} {s['link_flits']:>7,} "
+                    f"{s['ratio']:>6.3f}")
     return dict(fabric=dict(runs=runs, steps=steps)), rows
 
 

@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PYTEST := $(PY) -m pytest -W error
 
-.PHONY: setup test test-fast sim formal mutants demo demo-mpi verilog bench lint clean
+.PHONY: setup test test-slow test-fast sim formal mutants demo demo-mpi verilog bench lint clean
 
 setup: $(STAMP)
 
@@ -16,9 +16,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
-# The whole suite (warnings are errors).
+# The whole suite but its slow cases (warnings are errors).
 test: $(STAMP)
-	$(PYTEST) -n $(JOBS) --dist loadgroup
+	$(PYTEST) -n $(JOBS) --dist loadgroup -m "not slow"
+
+# The slow cases: larger systems of simulated chips (a quick one of each is in test).
+test-slow: $(STAMP)
+	$(PYTEST) -n $(JOBS) --dist loadgroup -m slow
 
 # Everything but the HDL simulations: about a minute.
 test-fast: $(STAMP)

@@ -26,8 +26,9 @@ from mixgcn.sim.chip.process import check_route
 TINY = CHIP_PRESETS["tiny"]  # 4 lanes: hidden and class widths up to 4 cross as one word
 
 
-@pytest.fixture(scope="module", params=[(2, "serial"), (3, "crossbar"), (4, "serial")],
-                ids=["P2-serial", "P3-crossbar", "P4-serial"])
+@pytest.fixture(scope="module", params=[
+    pytest.param((2, "serial"), id="P2-serial"), pytest.param((3, "crossbar"), id="P3-crossbar"),
+    pytest.param((4, "serial"), id="P4-serial", marks=pytest.mark.slow)])
 def system(request):
     P, kind = request.param
     # links stall one cycle in four: the flow control under pressure

@@ -208,20 +208,9 @@ class ChipBackend:
         this chip's lanes, each row sent to its owner; the GEMM on the ``rows`` rows
         the fabric brings this chip (its own, merged from every chip's lanes)."""
         self._sites = tuple(sites)
-        x = _dense(x)
-        b = Batch(self)
-        a_out, passes = self._spmm(b, s, x, stages[0], to_xchg=True, to_mem=True,
-                                   follow=self.follow)
-        if passes > 1:
-            raise ValueError(f"an SpMM across the fabric takes at most {self.L} features, "
-                             f"got {x.shape[1]}")
-        where = self._gemm(b, form, (rows, x.shape[1]), w, stages[1], from_xchg=True)
-        res = self._execute(b, f"SpMM→fabric→GEMM {form}", fabric=route)
+        pair, res = self.run_spmm_gemm(s, x, form, w, stages, rows=rows, fabric=route)
         self._record(f"spmm+gemm_{form}", sites, "fabric", res)
-        return PairResult(
-            KernelResult(self._gather(a_out, passes, s.shape[0], x.shape[1]),
-                         _stats(res, Unit.SPMM)),
-            KernelResult(self._gemm_rows(form, where), _stats(res, Unit.GEMM)))
+        return pair
 
     def gemm_spmm_fabric(self, form, x, w, s, stages, *, route: dict,
                          sites=("", "")) -> PairResult:
@@ -229,15 +218,9 @@ class ChipBackend:
         ``T = X·W`` on this chip's rows ``x``, each row sent to every chip; ``S·T`` on
         every row the fabric brings, in row order, this chip's lanes of them."""
         self._sites = tuple(sites)
-        b = Batch(self)
-        where = self._gemm(b, form, _dense(x), w, stages[0], to_mem=True, to_xchg=True)
-        m = np.shape(w)[1] if form == "xw" else np.shape(w)[0]
-        z_out, passes = self._spmm(b, s, (s.shape[1], m), stages[1], follow=True)
-        res = self._execute(b, f"GEMM {form}→fabric→SpMM", fabric=route)
+        pair, res = self.run_gemm_spmm(form, x, w, s, stages, fabric=route)
         self._record(f"gemm_{form}+spmm", sites, "fabric", res)
-        return PairResult(KernelResult(self._gemm_rows(form, where), _stats(res, Unit.GEMM)),
-                          KernelResult(self._gather(z_out, passes, s.shape[0], m),
-                                       _stats(res, Unit.SPMM)))
+        return pair
 
     def report(self) -> DeviceReport:
         return self._report
@@ -267,11 +250,13 @@ class ChipBackend:
         res = self._execute(b, f"GEMM {form} {np.shape(x)} · {np.shape(w)}")
         return KernelResult(self._gemm_rows(form, where), _stats(res, Unit.GEMM)), res
 
-    def run_spmm_gemm(self, s, x, form, w, stages, *, keep=True):
+    def run_spmm_gemm(self, s, x, form, w, stages, *, keep=True, rows=None, fabric=None):
         """``A = S·X`` on the SAE, each row of A crossing the exchange port into the DCE
         as soon as it is finished, which computes ``A·W`` (``xw``) or ``A·Wᵀ`` (``xwt``).
         ``keep``: A is also written to memory and returned (else ``rows`` is None). X
-        must fit one pass (F ≤ lanes) and the product one tile."""
+        must fit one pass (F ≤ lanes) and the product one tile. ``fabric``: the rows
+        cross a system's fabric on this route, and the DCE takes the ``rows`` that
+        come back to this chip (default: all of S's)."""
         if form not in ("xw", "xwt"):
             raise ValueError(f"a fused GEMM is xw or xwt, got {form!r}")
         x = _dense(x)
@@ -280,26 +265,31 @@ class ChipBackend:
         b = Batch(self)
         a_out, passes = self._spmm(b, s, x, stages[0], to_xchg=True, to_mem=keep,
                                    follow=self.follow)
-        where = self._gemm(b, form, (s.shape[0], x.shape[1]), w, stages[1], from_xchg=True)
-        res = self._execute(b, f"SpMM→GEMM {form} {s.shape[0]} rows")
+        n = s.shape[0] if rows is None else rows
+        where = self._gemm(b, form, (n, x.shape[1]), w, stages[1], from_xchg=True)
+        across = " across the fabric" if fabric is not None else ""
+        res = self._execute(b, f"SpMM→GEMM {form} {s.shape[0]} rows{across}", fabric)
         a = self._gather(a_out, passes, s.shape[0], x.shape[1]) if keep else None
         return PairResult(KernelResult(a, _stats(res, Unit.SPMM)),
                           KernelResult(self._gemm_rows(form, where),
                                        _stats(res, Unit.GEMM))), res
 
-    def run_gemm_spmm(self, form, x, w, s, stages, *, keep=True):
+    def run_gemm_spmm(self, form, x, w, s, stages, *, keep=True, fabric=None):
         """``T = X·W`` (``xw``) or ``X·Wᵀ`` (``xwt``) on the DCE, each row of T crossing
         the exchange port into the SAE's feature buffer, and ``S·T`` gathering each row
         as soon as its neighbours have arrived (``follow``). ``keep``: T is also written
-        to memory and returned. T must fit one tile (at most ``lanes`` columns)."""
+        to memory and returned. T must fit one tile (at most ``lanes`` columns).
+        ``fabric``: T's rows cross a system's fabric on this route (``x`` holds this
+        chip's rows; the SAE takes all of S's columns' rows, in order)."""
         if form not in ("xw", "xwt"):
             raise ValueError(f"a GEMM feeding an SpMM is xw or xwt, got {form!r}")
         x = _dense(x)
         b = Batch(self)
         where = self._gemm(b, form, x, w, stages[0], to_mem=keep, to_xchg=True)
         m = np.shape(w)[1] if form == "xw" else np.shape(w)[0]
-        z_out, passes = self._spmm(b, s, (x.shape[0], m), stages[1], follow=True)
-        res = self._execute(b, f"GEMM {form}→SpMM {s.shape[0]} rows")
+        z_out, passes = self._spmm(b, s, (s.shape[1], m), stages[1], follow=True)
+        across = " across the fabric" if fabric is not None else ""
+        res = self._execute(b, f"GEMM {form}→SpMM {s.shape[0]} rows{across}", fabric)
         t = self._gemm_rows(form, where) if keep else None
         return PairResult(KernelResult(t, _stats(res, Unit.GEMM)),
                           KernelResult(self._gather(z_out, passes, s.shape[0], m),

@@ -151,32 +151,30 @@ def controller(m, first):
     return free_inputs(c)
 
 
-def sparse_engine(m, first):
-    """The sparse engine: its rows obey the stream rules and none is ever lost: the
-    output path's credit equals the rows in the pipeline plus those the path holds, so a
-    row reaching the output stage always finds room."""
-    m.submodules.sae = sae = SparseAggregationEngine(_TINY.sae)
-    for name in ("cmd", "x", "csr", "mask"):
-        stream_rules(m, getattr(sae, name), first, Assume, name)
-    stream_rules(m, sae.out, first, Assert, "out")
-    path, pipe = sae.path, sae.pipe
-    m.d.comb += [Assert(path.inflight == pipe.in_flight + path.occupancy,
+def _engine(m, first, engine, inputs, inner):
+    """An engine's rows obey the stream rules and none is ever lost: the output path's
+    credit equals the rows ``inner`` (its pipeline or MAC array) holds plus those the
+    path holds, so a row reaching the output stage always finds room."""
+    for name in inputs:
+        stream_rules(m, getattr(engine, name), first, Assume, name)
+    stream_rules(m, engine.out, first, Assert, "out")
+    path = engine.path
+    m.d.comb += [Assert(path.inflight == inner.in_flight + path.occupancy,
                         "credit_is_free_space"),
                  Assert(~path.i.valid | path.stage.i.ready, "row_taken")]
-    return free_inputs(sae)
+    return free_inputs(engine)
+
+
+def sparse_engine(m, first):
+    """The sparse engine (:func:`_engine`, over its aggregation pipeline)."""
+    m.submodules.sae = sae = SparseAggregationEngine(_TINY.sae)
+    return _engine(m, first, sae, ("cmd", "x", "csr", "mask"), sae.pipe)
 
 
 def dense_engine(m, first):
-    """The dense engine: as :func:`sparse_engine`."""
+    """The dense engine (:func:`_engine`, over its MAC array)."""
     m.submodules.dce = dce = DenseCombinationEngine(_TINY.dce)
-    for name in ("cmd", "a", "b", "mask"):
-        stream_rules(m, getattr(dce, name), first, Assume, name)
-    stream_rules(m, dce.out, first, Assert, "out")
-    path, array = dce.path, dce.array
-    m.d.comb += [Assert(path.inflight == array.in_flight + path.occupancy,
-                        "credit_is_free_space"),
-                 Assert(~path.i.valid | path.stage.i.ready, "row_taken")]
-    return free_inputs(dce)
+    return _engine(m, first, dce, ("cmd", "a", "b", "mask"), dce.array)
 
 
 # name -> (builder, induction depth)

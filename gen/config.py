@@ -265,6 +265,13 @@ CHIP_PRESETS: dict[str, ChipConfig] = {
                        pipeline_depth=8, desc_depth=4, addr_width=16),
     # the RTL training backend: 16 lanes hold a Cora hidden row (16) in one word
     "default": ChipConfig(),
+    # iCE40 UP5K (iCEBreaker): 2 lanes, 2x2 DCE + 2 SAE multipliers = 6 of its 8 DSPs;
+    # a 1024-row feature buffer (64 kbit of its 120 kbit of block RAM); small graphs only
+    "micro": ChipConfig(sae=SAEConfig(lanes=2, edges=1, acc_width=42, max_nodes=1024,
+                                      max_degree=1024, out_fifo_depth=4, counter_width=24),
+                        dce=DCEConfig(rows=2, cols=2, acc_width=42, max_k=256, max_rows=1024,
+                                      out_fifo_depth=4, counter_width=24),
+                        pipeline_depth=4, desc_depth=2, addr_width=16, reader_depth=2),
     # ECP5-85F: 8x8 DCE (64 MULT18X18D) + 8 lanes x 2 SAE pipelines (16)
     "ecp5": ChipConfig(sae=SAE_PRESETS["ecp5"],
                        dce=DCEConfig(rows=8, cols=8, max_k=2048, max_rows=65536,

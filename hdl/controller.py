@@ -3,7 +3,7 @@ out, a status record per descriptor back (docs/architecture.md, "Descriptors")."
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, unsigned
+from amaranth import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -58,18 +58,20 @@ class UnitTracker(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        sent, moved, expected = Signal(), Signal(32), Signal(32)
+        # rows still to come, and whether none is: a register, so the finish (which
+        # fans out to the routes and the status) has no 32-bit comparison before it
+        sent, left, none_left = Signal(), Signal(32), Signal()
         t0 = Signal.like(self.now)
         m.d.comb += [self.free.eq(~self.busy & ~self.pending),
-                     self.finish.eq(self.busy & sent & (moved == expected))]
+                     self.finish.eq(self.busy & sent & none_left)]
         with m.If(self.issue):
-            m.d.sync += [self.busy.eq(1), sent.eq(0), moved.eq(0),
-                         expected.eq(self.expected), t0.eq(self.now),
+            m.d.sync += [self.busy.eq(1), sent.eq(0), left.eq(self.expected),
+                         none_left.eq(self.expected == 0), t0.eq(self.now),
                          self.record.seq.eq(self.seq), self.record.unit.eq(self.unit)]
         with m.If(self.sent):
             m.d.sync += sent.eq(1)
         with m.If(self.report.row):
-            m.d.sync += moved.eq(moved + 1)
+            m.d.sync += [left.eq(left - 1), none_left.eq(left == 1)]
         with m.If(self.finish):
             m.d.sync += [self.busy.eq(0), self.pending.eq(1),
                          self.record.cycles.eq(self.now - t0),
@@ -215,10 +217,14 @@ class Controller(wiring.Component):
 
     def _report(self, m, t):
         """Status records leave one a cycle, LOAD first."""
-        with m.If(~self.status.valid | self.status.ready):
-            m.d.sync += self.status.valid.eq(0)
-            for i, u in enumerate(Unit):
-                with (m.If if i == 0 else m.Elif)(t[u].pending):
-                    m.d.sync += [self.status.valid.eq(1), self.status.payload.eq(t[u].record),
-                                 self.completed.eq(self.completed + 1)]
-                    m.d.comb += t[u].take.eq(1)
+        # the record register loads whenever it may (its enable depends on nothing
+        # else: it drives every bit of the record); the choice is in the data
+        chosen = Signal.like(self.status.payload)
+        any_pending = Cat(t[u].pending for u in Unit).any()
+        advance = ~self.status.valid | self.status.ready
+        for i, u in enumerate(Unit):
+            with (m.If if i == 0 else m.Elif)(t[u].pending):
+                m.d.comb += [chosen.eq(t[u].record), t[u].take.eq(advance)]
+        with m.If(advance):
+            m.d.sync += [self.status.valid.eq(any_pending), self.status.payload.eq(chosen),
+                         self.completed.eq(self.completed + any_pending)]

@@ -145,9 +145,10 @@ class MACArray(wiring.Component):
     ``base`` are zeroed — past the reduction; ``b``: C values, used by ``XTG``; ``mask``:
     the row's ReLU' bits) enters s1 at t+1;
     the cells see s1 and ``weights`` (read from the store the cycle before) and add
-    their products two cycles later. ``XW``/``XWT``: a word with ``row_end`` completes
-    an output row, whose C column sums (over the R cells of each column) reach ``feed``
-    at t+4 (``first`` starts new sums). ``XTG`` (``xtg``): every word adds an outer
+    their products three cycles later. ``XW``/``XWT``: a word with ``row_end`` completes
+    an output row, whose C column sums (over the R cells of each column, added by a
+    tree of ⌈log2 R⌉ registered levels) reach ``feed`` at t+5+⌈log2 R⌉ (``first``
+    starts new sums). ``XTG`` (``xtg``): every word adds an outer
     product into the R × C accumulators (``clear`` zeroes them), and ``drain`` (one
     cycle) sends accumulator row ``drain_row`` to ``feed`` a cycle later (the last when
     ``drain_row + 1 == k``). Columns at or past ``mcols`` leave as zeros. ``empty``: no
@@ -165,7 +166,7 @@ class MACArray(wiring.Component):
             "base": In(range(c.max_k + R + 1)), "k": In(range(c.max_k + 1)),
             "drain": In(1), "drain_row": In(range(R + 1)),
             "feed": Out(stream.Signature(in_layout, always_ready=True)), "empty": Out(1),
-            "in_flight": Out(range(5)),
+            "in_flight": Out(range(6 + (R - 1).bit_length())),
         })
 
     def elaborate(self, platform):
@@ -188,22 +189,48 @@ class MACArray(wiring.Component):
                              cell.en.eq(s1_valid), cell.first.eq(s1_first),
                              cell.clear.eq(self.clear)]
 
-        # a row's end reaches the accumulators two cycles after s1
-        s2_end, s3_end, s2_last, s3_last = Signal(), Signal(), Signal(), Signal()
-        s2_mask, s3_mask = Signal(C), Signal(C)
-        m.d.sync += [s2_end.eq(s1_valid & s1_row_end), s3_end.eq(s2_end),
-                     s2_last.eq(s1_last), s3_last.eq(s2_last),
-                     s2_mask.eq(s1_mask), s3_mask.eq(s2_mask)]
-        m.d.comb += [self.empty.eq(~(s1_valid | s2_end | s3_end)),
-                     self.in_flight.eq((s1_valid & s1_row_end) + s2_end + s3_end
-                                       + self.feed.valid)]
+        # a word's product reaches the accumulators three cycles after s1 (the cells'
+        # latency); a row's end travels alongside
+        s2_valid = Signal()
+        s2_end, s3_end, s4_end, s2_last, s3_last, s4_last = (Signal() for _ in range(6))
+        s2_mask, s3_mask, s4_mask = Signal(C), Signal(C), Signal(C)
+        m.d.sync += [s2_valid.eq(s1_valid),
+                     s2_end.eq(s1_valid & s1_row_end), s3_end.eq(s2_end), s4_end.eq(s3_end),
+                     s2_last.eq(s1_last), s3_last.eq(s2_last), s4_last.eq(s3_last),
+                     s2_mask.eq(s1_mask), s3_mask.eq(s2_mask), s4_mask.eq(s3_mask)]
 
-        col_sums = [sum(cells[r][x].acc for r in range(R)) for x in range(C)]
+        # a row's column sums: the R accumulators of each column added pairwise, a level
+        # of the tree a cycle (one carry chain a stage), the row's flags alongside
+        level, t_end, t_last, t_mask = [[cells[r][x].acc for r in range(R)] for x in range(C)], \
+            s4_end, s4_last, s4_mask
+        tree_valid = []
+        while len(level[0]) > 1:
+            nxt = []
+            for x in range(C):
+                terms = level[x]
+                sums = [a + b for a, b in zip(terms[::2], terms[1::2], strict=False)]
+                if len(terms) % 2:
+                    sums.append(terms[-1])
+                regs = [Signal(signed(c.acc_width), name=f"sum{len(tree_valid)}_{x}_{j}")
+                        for j in range(len(sums))]
+                m.d.sync += [reg.eq(v) for reg, v in zip(regs, sums, strict=True)]
+                nxt.append(regs)
+            level = nxt
+            end, last, mask = Signal(), Signal(), Signal(C)
+            m.d.sync += [end.eq(t_end), last.eq(t_last), mask.eq(t_mask)]
+            t_end, t_last, t_mask = end, last, mask
+            tree_valid.append(end)
+        col_sums = [level[x][0] for x in range(C)]
+        m.d.comb += [self.empty.eq(~(s1_valid | s2_valid | s3_end | s4_end
+                                     | Cat(*tree_valid).any())),
+                     self.in_flight.eq((s1_valid & s1_row_end) + s2_end + s3_end + s4_end
+                                       + sum(tree_valid) + self.feed.valid)]
+
         feed = self.feed.payload
-        m.d.sync += self.feed.valid.eq(s3_end | self.drain)
-        with m.If(s3_end):
+        m.d.sync += self.feed.valid.eq(t_end | self.drain)
+        with m.If(t_end):
             m.d.sync += [feed.acc[x].eq(Mux(x < self.mcols, col_sums[x], 0)) for x in range(C)]
-            m.d.sync += [feed.mask.eq(s3_mask), feed.last.eq(s3_last)]
+            m.d.sync += [feed.mask.eq(t_mask), feed.last.eq(t_last)]
         with m.Elif(self.drain):
             for x in range(C):
                 row_sel = Signal(signed(c.acc_width), name=f"drain_sel{x}")
@@ -255,7 +282,9 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         mcols, drain_row = Signal(range(C + 1)), Signal(range(R + 1))
         base = Signal(range(c.max_k + R + 1))  # the first reduction index of this chunk
         chunk = Signal(range(c.weight_depth + 1))
-        last_chunk = base + R >= k
+        # this word ends its row (base + R >= k), kept in a register: it steers every
+        # handshake of the stream, so no adder may sit in front of it
+        last_chunk = Signal()
         need_mask = path.mask_en & last_chunk
         inputs_ok = self.a.valid & (~need_mask | self.mask.valid)
         self._datapath(m, path, store, array, op=op, k=k, mcols=mcols, base=base,
@@ -269,7 +298,8 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                     m.d.sync += [op.eq(p.op), rows_left.eq(p.rows), k.eq(p.k), mcols.eq(p.m),
                                  path.shift.eq(p.shift), path.relu.eq(p.relu),
                                  path.mask_en.eq(p.mask & (p.op != DCEOp.XTG)),
-                                 base.eq(0), chunk.eq(0), drain_row.eq(0)]
+                                 base.eq(0), chunk.eq(0), drain_row.eq(0),
+                                 last_chunk.eq(p.k <= R)]
                     m.d.comb += [path.clear.eq(1), store.start.eq(1)]
                     with m.If(p.op == DCEOp.XTG):
                         m.d.comb += array.clear.eq(1)
@@ -288,6 +318,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                                  array.row_end.eq(last_chunk), path.commit.eq(last_chunk),
                                  self.a.ready.eq(1), self.mask.ready.eq(need_mask)]
                     m.d.sync += [base.eq(Mux(last_chunk, 0, base + R)),
+                                 last_chunk.eq(Mux(last_chunk, k <= R, base + 2 * R >= k)),
                                  chunk.eq(Mux(last_chunk, 0, chunk + 1)),
                                  rows_left.eq(rows_left - last_chunk)]
                     with m.If(last_chunk & (rows_left == 1)):
@@ -311,9 +342,9 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                     with m.If(drain_row + 1 >= k):
                         m.next = "FLUSH"
             with m.State("FLUSH"):
-                # the last rows pass the output stage's input first, so its settings and
+                # the last rows pass the output stage first, so its settings and
                 # statistics belong to this operation alone
-                with m.If(array.empty & ~array.feed.valid):
+                with m.If(array.empty & ~array.feed.valid & ~path.busy):
                     m.next = "IDLE"
 
         m.d.comb += [counters.start.eq(self.cmd.valid & self.cmd.ready),

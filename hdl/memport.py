@@ -97,9 +97,10 @@ class StreamReader(wiring.Component):
     out only while the response FIFO (``depth`` words) has room for every word in
     flight, which also keeps the memory's fixed latency covered: with ``depth`` ≥
     latency + 2 a reader sustains a word a cycle. ``done``: every word has left
-    through ``o``. Latency: a word leaves ``o`` the cycle after its response arrives.
-    Invariant (proved formally): the words still to deliver are those not yet asked for,
-    those in flight and those in the FIFO — none is lost or duplicated.
+    through ``o``. Latency: a word can leave ``o`` two cycles after its response arrives
+    (the FIFO, then the output register). Invariant (proved formally): the words still
+    to deliver are those not yet asked for, those in flight, those in the FIFO and the
+    one in the output register — none is lost or duplicated.
     """
 
     def __init__(self, layout, *, addr_width: int, mem_width: int, depth: int = 4):
@@ -129,11 +130,14 @@ class StreamReader(wiring.Component):
             self.mem.req.payload.eq(addr),
             self.mem.req.valid.eq((to_ask != 0) & (fifo.level + inflight < self.depth)),
             fifo.w_data.eq(self.mem.resp.payload), fifo.w_en.eq(got),
-            self.o.valid.eq(fifo.r_rdy),
-            Value.cast(self.o.payload).eq(fifo.r_data[:Shape.cast(self.layout).width]),
-            fifo.r_en.eq(self.o.ready),
+            fifo.r_en.eq(~self.o.valid | self.o.ready),
             self.done.eq(to_give == 0),
         ]
+        # the output is a register: what the consumer decides from a word (an engine's
+        # whole handshake logic) starts at a flip-flop, not at the FIFO's memory
+        with m.If(fifo.r_en):
+            m.d.sync += [self.o.valid.eq(fifo.r_rdy), Value.cast(self.o.payload).eq(
+                fifo.r_data[:Shape.cast(self.layout).width])]
         m.d.sync += inflight.eq(inflight + ask - got)
         with m.If(self.ctrl.start):
             m.d.sync += [addr.eq(self.ctrl.base), to_ask.eq(self.ctrl.count),

@@ -29,12 +29,20 @@ class OutputStage(wiring.Component):
     4. zero where ``mask_en`` and the row's mask bit is 0 (ReLU').
 
     Streams: ``i`` carries ``acc`` (``lanes`` × ``acc_width`` signed), ``mask`` (one bit a
-    lane) and ``last``; ``o`` carries the output row. One register stage, one row per
-    cycle, full throughput under backpressure (``i.ready = ~o.valid | o.ready``).
-    ``shift``, ``relu`` and ``mask_en`` are sampled with each input row.
+    lane) and ``last``; ``o`` carries the output row. ``shift``, ``relu`` and ``mask_en``
+    are sampled with each input row.
+
+    A pipeline of :attr:`stages` registers, one step of the arithmetic each, so no
+    path holds more than one wide carry chain or one shifter (the chip's clock): the
+    shift with its round and sticky bits and each lane's ``|acc|``; the rounding add;
+    ReLU, saturation and mask; then the row's largest ``|acc|``, a comparator level a
+    stage. It moves as a whole, a row per cycle, and stops while ``o`` holds a row
+    not taken (``i.ready = ~o.valid | o.ready``); ``busy`` while it holds any row.
 
     Statistics for the host's exponent policy, cleared by ``clear``: ``max_abs``, the
-    largest ``|acc|`` seen, and ``saturated``, how many outputs were clipped.
+    largest ``|acc|`` seen, and ``saturated``, how many outputs were clipped. A row's
+    statistics are counted when it reaches ``o``, so they are complete once ``busy``
+    falls; ``clear`` must wait for that (the engines do).
     """
 
     def __init__(self, *, lanes: int, width: int, acc_width: int, counter_width: int = 32):
@@ -45,6 +53,9 @@ class OutputStage(wiring.Component):
             "last": 1,
         })
         self.out_layout = output_layout(width, lanes)
+        # shift; round; saturate; then the max tree's remaining levels (at least one,
+        # where the row's count of clipped values is added up)
+        self.stages = 3 + max(1, (lanes - 1).bit_length() - 2)
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),
@@ -52,66 +63,104 @@ class OutputStage(wiring.Component):
             "relu": In(1),
             "mask_en": In(1),
             "clear": In(1),
+            "busy": Out(1),
+            "occupancy": Out(range(self.stages + 1)),
             "max_abs": Out(unsigned(acc_width)),
             "saturated": Out(unsigned(counter_width)),
         })
 
-    def _lane(self, m: Module, acc, keep):
-        """One lane's output value and saturation flag (combinational)."""
-        w, a = self.width, self.acc_width
+    def elaborate(self, platform):
+        m = Module()
+        L, w, a = self.lanes, self.width, self.acc_width
         lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
-        bits = acc.as_unsigned()
+        S = self.stages
+        advance = ~self.o.valid | self.o.ready
+        m.d.comb += self.i.ready.eq(advance)
+        valid = [Signal(name=f"v{k}") for k in range(1, S + 1)]  # valid[S-1] is o.valid
+        with m.If(advance):
+            m.d.sync += [valid[0].eq(self.i.valid)]
+            m.d.sync += [valid[k].eq(valid[k - 1]) for k in range(1, S)]
+        m.d.comb += [self.o.valid.eq(valid[-1]), self.busy.eq(Cat(*valid).any()),
+                     self.occupancy.eq(sum(valid))]
+
+        def carry(x, k0, name):
+            """``x`` registered at stage ``k0`` and carried to the last stage; returns the
+            register of each stage from ``k0`` on (index 0 = stage k0)."""
+            regs = [Signal.like(x, name=f"{name}_s{k}") for k in range(k0, S + 1)]
+            with m.If(advance):
+                m.d.sync += regs[0].eq(x)
+                m.d.sync += [regs[j].eq(regs[j - 1]) for j in range(1, len(regs))]
+            return regs
+
+        # stage 1: the shift, the bits it drops, |acc|; settings travel with the row
         # bit b of `below` is set when b < shift: the bits shifted out
         below = Cat(*(self.shift > b for b in range(a)))
         half = Cat(*(self.shift == b + 1 for b in range(a)))  # the bit worth one half
-        round_bit = (bits & half).any()
-        sticky = (bits & below & ~half).any()
-        q = Signal(signed(a), name="q")
-        m.d.comb += q.eq(acc >> self.shift)
-        r = Signal(signed(a + 1), name="r")
-        m.d.comb += r.eq(q + (round_bit & (sticky | q[0])))
-        r_relu = Mux(self.relu & r[-1], 0, r)
-        too_big = r_relu > hi
-        too_small = r_relu < lo
-        value = Mux(too_big, Const(hi, signed(w)),
-                    Mux(too_small, Const(lo, signed(w)), r_relu[:w].as_signed()))
-        return Mux(keep, value, 0), too_big | too_small
+        inp = self.i.payload
+        q1 = [Signal(signed(a), name=f"q{j}") for j in range(L)]
+        round1, sticky1 = Signal(L), Signal(L)
+        mag1 = [Signal(unsigned(a), name=f"mag{j}") for j in range(L)]
+        with m.If(advance):
+            for j in range(L):
+                bits = inp.acc[j].as_unsigned()
+                m.d.sync += [q1[j].eq(inp.acc[j] >> self.shift),
+                             round1[j].eq((bits & half).any()),
+                             sticky1[j].eq((bits & below & ~half).any()),
+                             mag1[j].eq(Mux(inp.acc[j][-1], -inp.acc[j], inp.acc[j]))]
+        keep = carry(Cat(*(~self.mask_en | inp.mask[j] for j in range(L))), 1, "keep")
+        relu = carry(self.relu, 1, "relu")
+        last = carry(inp.last, 1, "last")
 
-    def elaborate(self, platform):
-        m = Module()
-        take = self.i.valid & self.i.ready
-        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        # stage 2: round half to even
+        r2 = [Signal(signed(a + 1), name=f"r{j}") for j in range(L)]
+        with m.If(advance):
+            m.d.sync += [r2[j].eq(q1[j] + (round1[j] & (sticky1[j] | q1[j][0])))
+                         for j in range(L)]
 
-        outs, sats, mags = [], [], []
-        for lane in range(self.lanes):
-            acc = self.i.payload.acc[lane]
-            keep = ~self.mask_en | self.i.payload.mask[lane]
-            value, sat = self._lane(m, acc, keep)
-            outs.append(value)
-            sats.append(sat)
-            mag = Signal(unsigned(self.acc_width), name=f"mag{lane}")
-            m.d.comb += mag.eq(Mux(acc[-1], -acc, acc))
-            mags.append(mag)
+        # stage 3: ReLU, saturation, mask. A value fits in `w` bits when its bits from
+        # w-1 up are all equal (no comparator: a carry chain's worth of time saved)
+        out3 = [Signal(signed(w), name=f"out{j}") for j in range(L)]
+        clipped3 = Signal(L)
+        with m.If(advance):
+            for j in range(L):
+                negative, upper = r2[j][-1], r2[j][w - 1:]
+                fits = upper.all() | ~upper.any()
+                too_big = ~fits & ~negative
+                too_small = ~fits & negative & ~relu[1]
+                value = Mux(relu[1] & negative, 0,
+                            Mux(fits, r2[j][:w], Mux(negative, Const(lo, signed(w)),
+                                                     Const(hi, signed(w)))))
+                m.d.sync += [out3[j].eq(Mux(keep[1][j], value, 0)),
+                             clipped3[j].eq(too_big | too_small)]
+        outs = carry(Cat(*out3), 4, "data")
+        m.d.comb += [self.o.payload.data.as_value().eq(outs[-1]),
+                     self.o.payload.last.eq(last[-1])]
 
-        # largest magnitude of this row: a balanced tree of comparators
-        level = mags
-        while len(level) > 1:
-            nxt = [Mux(x > y, x, y) for x, y in zip(level[::2], level[1::2], strict=False)]
-            if len(level) % 2:
-                nxt.append(level[-1])
-            level = nxt
+        # the row's largest |acc|: pairs reduced a level a stage, from stage 2 on
+        level = mag1
+        for k in range(2, S + 1):
+            if len(level) > 1:
+                nxt = [Mux(x > y, x, y) for x, y in zip(level[::2], level[1::2], strict=False)]
+                if len(level) % 2:
+                    nxt.append(level[-1])
+            else:
+                nxt = level
+            regs = [Signal(unsigned(a), name=f"max{k}_{j}") for j in range(len(nxt))]
+            with m.If(advance):
+                m.d.sync += [r.eq(x) for r, x in zip(regs, nxt, strict=True)]
+            level = regs
         row_max = level[0]
+        # the row's clipped values, counted at stage 4
+        clipped = Signal(range(L + 1))
+        with m.If(advance):
+            m.d.sync += clipped.eq(sum(clipped3))
+        clipped_out = carry(clipped, 5, "clipped")[-1] if S >= 5 else clipped
 
-        with m.If(take):
-            m.d.sync += [self.o.payload.data[lane].eq(v) for lane, v in enumerate(outs)]
-            m.d.sync += [self.o.payload.last.eq(self.i.payload.last), self.o.valid.eq(1)]
-        with m.Elif(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-
+        done = self.o.valid & self.o.ready  # the row leaves: count it
         with m.If(self.clear):
             m.d.sync += [self.max_abs.eq(0), self.saturated.eq(0)]
-        with m.Elif(take):
-            m.d.sync += self.saturated.eq(self.saturated + sum(sats))
+        with m.Elif(done):
+            m.d.sync += self.saturated.eq(self.saturated + clipped_out)
             with m.If(row_max > self.max_abs):
                 m.d.sync += self.max_abs.eq(row_max)
         return m
@@ -127,7 +176,8 @@ class OutputPath(wiring.Component):
     ``ready``: it is always taken — the stage and the FIFO are sure to have room for it.
     The invariant behind it (proved formally): ``inflight`` equals the rows in the
     engine's pipeline plus ``occupancy``, the rows held by the stage and the FIFO.
-    Latency: a row leaves ``o`` two cycles after it arrives on ``i`` at the earliest.
+    Latency: a row leaves ``o`` ``stage.stages + 1`` cycles after it arrives on ``i``
+    at the earliest. ``busy``: the stage holds a row (its statistics are not final).
     """
 
     def __init__(self, *, lanes: int, width: int, acc_width: int, depth: int):
@@ -139,7 +189,8 @@ class OutputPath(wiring.Component):
             "i": In(stream.Signature(self.in_layout, always_ready=True)),
             "o": Out(stream.Signature(self.out_layout)),
             "commit": In(1), "credit": Out(1),
-            "inflight": Out(range(depth + 1)), "occupancy": Out(range(depth + 2)),
+            "inflight": Out(range(depth + 1)),
+            "occupancy": Out(range(depth + self.stage.stages + 1)), "busy": Out(1),
             "shift": In(range(acc_width)), "relu": In(1), "mask_en": In(1), "clear": In(1),
             "max_abs": Out(unsigned(acc_width)), "saturated": Out(unsigned(32)),
         })
@@ -159,7 +210,8 @@ class OutputPath(wiring.Component):
             self.max_abs.eq(stage.max_abs), self.saturated.eq(stage.saturated),
         ]
         m.d.comb += [self.credit.eq(self.inflight < self.depth),
-                     self.occupancy.eq(stage.o.valid + fifo.level)]
+                     self.occupancy.eq(stage.occupancy + fifo.level),
+                     self.busy.eq(stage.busy)]
         m.d.sync += self.inflight.eq(self.inflight + self.commit
                                      - (self.o.valid & self.o.ready))
         return m

@@ -147,8 +147,9 @@ class AggregationPipeline(wiring.Component):
     ``mask_en``) are there, every row it gathers is loaded (while the loader is
     ``filling`` this bank: ``col < loaded``) and, for a row-ending beat, the output path
     has ``credit`` (``commit`` spends it; ``row`` marks the beat that ends a row).
-    Latency: a row's sum reaches ``feed`` four cycles after its last beat is taken: s1,
-    the gathered rows arrive; s2, products; s3, the beat's partial sums — ``lo``, pairs
+    Latency: a row's sum reaches ``feed`` five cycles after its last beat is taken: s1,
+    the gathered rows arrive; g, they are registered (the multipliers' operands); s2,
+    products; s3, the beat's partial sums — ``lo``, pairs
     before ``split`` (the rest of the row ending here, or the whole beat when none
     does), and ``hi``, pairs after it (the next row's head); then the accumulator.
     ``start`` zeroes the accumulator; ``final`` marks the command's last row; ``empty``:
@@ -166,7 +167,7 @@ class AggregationPipeline(wiring.Component):
             "loaded": In(range(c.max_nodes + 1)), "credit": In(1), "final": In(1),
             "start": In(1),
             "accept": Out(1), "row": Out(1), "commit": Out(1), "waiting": Out(1),
-            "empty": Out(1), "in_flight": Out(range(5)),
+            "empty": Out(1), "in_flight": Out(range(6)),
             "feed": Out(stream.Signature(in_layout, always_ready=True)),
         })
 
@@ -197,13 +198,22 @@ class AggregationPipeline(wiring.Component):
             m.d.sync += [s1_val[e].eq(Mux(e < beat.count, beat.val[e], 0)),
                          s1_lo[e].eq(~beat.last | (e < beat.split))]
 
+        # the gathered rows registered: the multipliers run from register to register
+        g_valid, g_last, g_final, g_lo, g_mask = (
+            Signal(), Signal(), Signal(), Signal(E), Signal(L))
+        g_val = Signal.like(s1_val)
+        g_data = Signal.like(self.gather.data)
+        m.d.sync += [g_valid.eq(s1_valid), g_last.eq(s1_last), g_final.eq(s1_final),
+                     g_lo.eq(s1_lo), g_mask.eq(s1_mask), g_val.eq(s1_val),
+                     g_data.eq(self.gather.data)]
+
         s2_valid, s2_last, s2_final, s2_lo, s2_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
         prod = [[Signal(signed(2 * c.width), name=f"p{e}_{lane}") for lane in range(L)]
                 for e in range(E)]
-        m.d.sync += [s2_valid.eq(s1_valid), s2_last.eq(s1_last), s2_final.eq(s1_final),
-                     s2_lo.eq(s1_lo), s2_mask.eq(s1_mask)]
-        m.d.sync += [prod[e][lane].eq(self.gather.data[e][lane] * s1_val[e])
+        m.d.sync += [s2_valid.eq(g_valid), s2_last.eq(g_last), s2_final.eq(g_final),
+                     s2_lo.eq(g_lo), s2_mask.eq(g_mask)]
+        m.d.sync += [prod[e][lane].eq(g_data[e][lane] * g_val[e])
                      for e in range(E) for lane in range(L)]
 
         s3_valid, s3_last, s3_final, s3_mask = Signal(), Signal(), Signal(), Signal(L)
@@ -229,9 +239,11 @@ class AggregationPipeline(wiring.Component):
             m.d.sync += [acc[lane].eq(acc[lane] + lo[lane]) for lane in range(L)]
         with m.If(self.start):
             m.d.sync += [acc[lane].eq(0) for lane in range(L)]
-        m.d.comb += [self.empty.eq(~(s1_valid | s2_valid | s3_valid | self.feed.valid)),
-                     self.in_flight.eq((s1_valid & s1_last) + (s2_valid & s2_last)
-                                       + (s3_valid & s3_last) + self.feed.valid)]
+        m.d.comb += [self.empty.eq(~(s1_valid | g_valid | s2_valid | s3_valid
+                                     | self.feed.valid)),
+                     self.in_flight.eq((s1_valid & s1_last) + (g_valid & g_last)
+                                       + (s2_valid & s2_last) + (s3_valid & s3_last)
+                                       + self.feed.valid)]
         return m
 
 
@@ -293,7 +305,7 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
                      self.load_cycles.eq(loader.cycles)]
         with m.If(pipe.row):
             m.d.sync += rows_left.eq(rows_left - 1)
-        with m.If(flushing & pipe.empty):
+        with m.If(flushing & pipe.empty & ~path.busy):  # statistics final
             m.d.sync += busy.eq(0)
 
         # dispatch: a command waits while its bank is in use by the other unit — except

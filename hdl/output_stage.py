@@ -156,8 +156,12 @@ class OutputStage(wiring.Component):
             m.d.sync += clipped.eq(sum(clipped3))
         clipped_out = carry(clipped, 5, "clipped")[-1] if S >= 5 else clipped
 
+        # `clear` acts a cycle late (registered: it comes from an engine's command
+        # logic, far away): no row of the new operation can leave that soon
+        clear = Signal()
+        m.d.sync += clear.eq(self.clear)
         done = self.o.valid & self.o.ready  # the row leaves: count it
-        with m.If(self.clear):
+        with m.If(clear):
             m.d.sync += [self.max_abs.eq(0), self.saturated.eq(0)]
         with m.Elif(done):
             m.d.sync += self.saturated.eq(self.saturated + clipped_out)

@@ -570,9 +570,45 @@ def bench_fabric() -> tuple[dict, list[str]]:
     return dict(fabric=dict(runs=runs, steps=steps)), rows
 
 
+# (board, chip preset, chips on the FPGA): every preset that could fit each board
+BOARD_BUILDS = [("ulx3s-85f", "micro", 1), ("ulx3s-85f", "tiny", 1), ("ulx3s-85f", "ecp5", 1),
+                ("ecpix5-85f", "ecp5", 1), ("ecpix5-85f", "tiny", 2), ("ecpix5-85f", "ecp5", 2),
+                ("icebreaker", "micro", 1)]
+
+
+def bench_boards():
+    """Each of :data:`BOARD_BUILDS` built with the open toolchain (tens of minutes each
+    for the larger chips): resources and Fmax from nextpnr's report, or the one-line
+    reason it does not fit."""
+    from mixgcn.gen.board import BoardError, build_board
+
+    builds, rows = [], ["boards (YoWASP yosys + nextpnr; figures from nextpnr's report)",
+                        f"  {'board':<11} {'chips':>5} {'chip':<6} {'LUT4':>7} {'FF':>7} "
+                        f"{'DSP':>4} {'BRAM':>4} {'Fmax':>7} {'target':>6} {'met':<4} "
+                        f"{'build s':>8}"]
+    for board, chip, chips in BOARD_BUILDS:
+        _log(f"boards: {chips} x {chip} on {board}")
+        out = Path("build/board") / f"{board}-{chips}x{chip}"
+        try:
+            r = build_board(board, CHIP_PRESETS[chip], chip_name=chip, chips=chips, out=out,
+                            progress=_log)
+        except BoardError as e:
+            builds.append(dict(board=board, chip=chip, chips=chips, error=str(e)))
+            rows.append(f"  {board:<11} {chips:>5} {chip:<6} {e}")
+            continue
+        builds.append(r)
+        rows.append(f"  {board:<11} {chips:>5} {chip:<6} {r['lut4']:>7,} {r['ff']:>7,} "
+                    f"{r['dsp']:>4} {r['bram']:>4} {r['fmax_mhz']:>7.2f} "
+                    f"{r['target_mhz']:>6.0f} {'yes' if r['timing_met'] else 'no':<4} "
+                    f"{sum(r['seconds_per_stage'].values()):>8.0f}")
+    return dict(boards=builds), rows
+
+
 SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": bench_rtl,
             "presets": bench_presets, "comm": bench_comm, "mop_rtl": bench_mop_rtl,
-            "fabric": bench_fabric}
+            "fabric": bench_fabric, "boards": bench_boards}
+# sections run only when named with --only (make bench-boards): an hour or more
+SLOW_SECTIONS = {"boards"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -582,12 +618,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="run only these sections (repeatable); the others are recorded "
                         "as not run")
     args = p.parse_args(argv)
-    chosen = args.only or list(SECTIONS)
+    chosen = args.only or [s for s in SECTIONS if s not in SLOW_SECTIONS]
     results = dict(sections={})
     table = []
     for name in SECTIONS:
         if name not in chosen:
-            results["sections"][name] = dict(status="not run", reason="not selected (--only)")
+            why = ("a slow section: --only " + name if name in SLOW_SECTIONS
+                   else "not selected (--only)")
+            results["sections"][name] = dict(status="not run", reason=why)
             continue
         t0 = time.perf_counter()
         try:

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mixgcn import __version__
+from mixgcn.gen.board import BOARDS as BOARD_NAMES
 from mixgcn.gen.config import CHIP_PRESETS, FABRIC_PRESETS, ConfigError, load_chip
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
@@ -96,6 +97,26 @@ def _parser() -> argparse.ArgumentParser:
                    help="folder for <name>.v and <name>.json (default build/verilog)")
     v.add_argument("--lint", action="store_true",
                    help="check it with verilator --lint-only -Wall (the documented waivers)")
+    b = sub.add_parser("board", help="build a bitstream for an FPGA board (YoWASP tools)",
+                       description="Elaborate chips for an FPGA board, then synthesise, place, "
+                                   "route and pack them with YoWASP's yosys and nextpnr (the "
+                                   "fpga extra); report resources and Fmax from the tools' "
+                                   "own reports (docs/boards.md).")
+    b.add_argument("--board", required=True, metavar="{" + ",".join(BOARD_NAMES) + "}",
+                   help="the board")
+    b.add_argument("--chip", default="ecp5", metavar="{" + ",".join(CHIP_PRESETS) + ",FILE.json}",
+                   help="the chip: a preset or a chip.json (default: ecp5)")
+    b.add_argument("--chips", type=int, default=1,
+                   help="chips on the FPGA, joined by a crossbar fabric (default 1)")
+    b.add_argument("--fabric", default="crossbar", choices=("crossbar",),
+                   help="with --chips P > 1: the fabric between the chips on the FPGA "
+                        "(crossbar; links between boards are not built yet)")
+    b.add_argument("--mhz", type=float, default=None,
+                   help="ECP5 boards: the chip's clock from the PLL (default 100)")
+    b.add_argument("--out", type=Path, default=None,
+                   help="build folder (default build/board/<board>-<P>x<chip>)")
+    b.add_argument("--json", type=Path, default=None, help="also write the report here")
+    b.add_argument("--verbose", action="store_true", help="show the tools' own output")
     t.add_argument("--quiet", action="store_true", help="no per-epoch progress")
     t.add_argument("--verbose", action="store_true",
                    help="rtl: show the simulator's and the build's own output")
@@ -315,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_train(args)
     if args.command == "verilog":
         return cmd_verilog(args)
+    if args.command == "board":
+        return cmd_board(args)
     raise AssertionError(args.command)
 
 
@@ -350,6 +373,39 @@ def cmd_verilog(args) -> int:
             print(r.stderr, file=sys.stderr)
             raise _fail(f"{path}: verilator --lint-only -Wall found problems (above)")
         print(f"verilator --lint-only -Wall: clean (waived: {', '.join(LINT_WAIVERS)})")
+    return 0
+
+
+def cmd_board(args) -> int:
+    """One bitstream and its report (docs/boards.md)."""
+    from mixgcn.gen.board import BoardError, build_board
+
+    if args.json is not None:
+        _check_writable(args.json)
+    try:
+        chip_name, chip = load_chip(args.chip)
+    except ConfigError as e:
+        raise _fail(str(e)) from None
+    stem = Path(chip_name).stem
+    out = args.out or Path("build/board") / f"{args.board}-{args.chips}x{stem}"
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        report = build_board(args.board, chip, chip_name=stem, chips=args.chips, out=out,
+                             mhz=args.mhz, progress=progress, verbose=args.verbose)
+    except BoardError as e:
+        raise _fail(f"{args.board}: {e}") from None
+    met = "met" if report["timing_met"] else "NOT met"
+    print(f"{report['board']} ({report['device']}): {report['chips']} x {report['chip']}: "
+          f"{report['lut4']:,} LUT4, {report['ff']:,} FF, {report['dsp']} DSP, "
+          f"{report['bram']} BRAM; Fmax {report['fmax_mhz']} MHz, target "
+          f"{report['target_mhz']} MHz: timing {met}")
+    print(f"bitstream {report['bitstream']}, report {out / 'report.json'}")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 
 

@@ -34,6 +34,16 @@ def test_tiny_chip_matches_golden_on_synthetic(tmp_path):
 
 
 @pytest.mark.sim
+def test_micro_chip_trains_exactly(tmp_path):
+    """The smallest preset (2 lanes, 6 multipliers, 24-bit counters, 42-bit
+    accumulators: what an iCE40 UP5K might have held) still trains, bit for bit."""
+    args = ["--dataset", "synthetic:nodes=200,features=32", "--epochs", "2", "--seed", "0"]
+    rtl = _run(tmp_path, "rtl", "--backend", "rtl", "--chip", "micro", *args)
+    assert rtl["weights_sha256"] == _golden(tmp_path, *args)["weights_sha256"]
+    assert rtl["chip_config"]["lanes"] == 2
+
+
+@pytest.mark.sim
 def test_default_chip_matches_golden_and_counts_cycles(tmp_path):
     args = ["--dataset", "synthetic", "--epochs", "2", "--seed", "0"]
     rtl = _run(tmp_path, "rtl", "--backend", "rtl", *args)

@@ -1,0 +1,122 @@
+"""Board builds with the open toolchain (docs/boards.md): one real build of the quickest
+board and preset (the flow end to end: amaranth-boards, YoWASP yosys, nextpnr, the
+packer, the report read from the tools), a real design too large for its part, and the
+refusals that come before any tool runs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from mixgcn.gen import board as board_flow
+from mixgcn.gen.board import BOARDS, BoardError, build_board
+from mixgcn.gen.config import CHIP_PRESETS
+from mixgcn.hdl.board import design_bits, ecp5_pll
+from mixgcn.hdl.chip import Chip
+from mixgcn.host.cli import main
+
+REPORT_KEYS = {"board", "device", "chips", "chip", "lut4", "ff", "dsp", "bram", "fmax_mhz",
+               "target_mhz", "timing_met", "seconds_per_stage"}
+
+
+@pytest.mark.xdist_group("board")
+def test_micro_chip_on_the_ulx3s_builds(tmp_path, capsys):
+    """The whole flow, through the command line: a bitstream, and a report whose figures
+    are nextpnr's own (its utilisation table and Fmax line in the log agree with them)."""
+    out, js = tmp_path / "build", tmp_path / "report.json"
+    assert main(["board", "--board", "ulx3s-85f", "--chip", "micro", "--out", str(out),
+                 "--json", str(js)]) == 0
+    report = json.loads(js.read_text())
+    assert REPORT_KEYS <= report.keys()
+    assert (report["board"], report["chip"], report["chips"]) == ("ulx3s-85f", "micro", 1)
+    assert (out / "top.bit").stat().st_size > 100_000
+    log = (out / "top.tim").read_text()
+    util = dict((c, int(u)) for c, u in re.findall(r"^Info:\s+(\w+):\s+(\d+)/", log, re.M))
+    assert report["lut4"] == util["TRELLIS_COMB"] > 1000
+    assert report["ff"] == util["TRELLIS_FF"] > 1000
+    # the micro chip: 2x2 DCE + 2 SAE multipliers
+    assert report["dsp"] == util["MULT18X18D"] == 6
+    assert report["bram"] == util["DP16KD"] > 0
+    fmax = re.findall(r"Max frequency for clock '[^']+': ([\d.]+) MHz \((PASS|FAIL) at ([\d.]+)",
+                      log)[-1]
+    assert report["fmax_mhz"] == pytest.approx(float(fmax[0]), abs=0.01)
+    assert report["target_mhz"] == pytest.approx(float(fmax[2])) == 100
+    assert report["timing_met"] == (fmax[1] == "PASS")
+    assert report["pll"]["fout_mhz"] == 100
+    assert set(report["seconds_per_stage"]) == {"elaborate", "synth", "pnr", "pack"}
+    err = capsys.readouterr().err
+    for stage in ("synth", "pnr", "pack"):
+        assert f"[ulx3s-85f] {stage} done in" in err
+
+
+@pytest.mark.xdist_group("board")
+def test_a_design_too_large_for_its_part_is_one_line(tmp_path, capsys):
+    """The micro chip on the iCEBreaker's UP5K: nextpnr's verdict, in one line naming
+    the resource and both counts."""
+    with pytest.raises(SystemExit) as e:
+        main(["board", "--board", "icebreaker", "--chip", "micro", "--out", str(tmp_path)])
+    msg = str(e.value)
+    assert "\n" not in msg
+    m = re.search(r"does not fit: the design needs ([\d,]+) ICESTORM_LC, the part has 5,280",
+                  msg)
+    assert m and int(m.group(1).replace(",", "")) > 5280, msg
+
+
+def test_buffers_beyond_the_parts_block_ram_are_refused_before_synthesis(tmp_path):
+    with pytest.raises(BoardError, match=r"block RAM — 1 x the SAE's feature buffer needs "
+                                         r"524,288 bits .* the iCE40UP5K-SG48 has 122,880"):
+        build_board("icebreaker", CHIP_PRESETS["tiny"], chip_name="tiny", out=tmp_path)
+    with pytest.raises(BoardError, match=r"3 x the SAE's feature buffer needs 6,291,456"):
+        build_board("ecpix5-85f", CHIP_PRESETS["ecp5"], chip_name="ecp5", chips=3,
+                    out=tmp_path)
+    assert not any(tmp_path.iterdir())  # nothing was elaborated
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--board", "de0"], "unknown board 'de0': expected one of ulx3s-85f, ecpix5-85f, "
+                         "icebreaker"),
+    (["--board", "ulx3s-85f", "--chip", "huge"], "unknown chip 'huge'"),
+    (["--board", "ulx3s-85f", "--chips", "0"], "--chips must be >= 1, got 0"),
+    (["--board", "ulx3s-85f", "--mhz", "0.5"], "--mhz must be in 1..400, got 0.5"),
+    (["--board", "icebreaker", "--chip", "micro", "--mhz", "24"],
+     "runs the chip at its oscillator: --mhz is not supported there"),
+])
+def test_bad_options_are_one_line_errors(argv, message, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(["board", *argv, "--out", str(tmp_path)])
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_missing_fpga_extra_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(board_flow, "_YOWASP", {**board_flow._YOWASP,
+                                                "nextpnr-ice40": "yowasp-nextpnr-nowhere"})
+    with pytest.raises(SystemExit) as e:
+        main(["board", "--board", "icebreaker", "--chip", "micro", "--out", str(tmp_path)])
+    assert "yowasp-nextpnr-nowhere is not installed: install the fpga extra" in str(e.value)
+
+
+def test_the_scan_chain_reaches_every_port():
+    """Every input and output bit of the chip is on the chain (nothing optimised away
+    for want of a pin), payload views included."""
+    chip = Chip(CHIP_PRESETS["micro"])
+    ins, outs = design_bits(chip)
+    lay = chip.layouts
+    assert sum(len(s) for s in ins) > lay.desc_layout.size + 6 * lay.mem_width
+    assert sum(len(s) for s in outs) > lay.status_layout.size + 2 * lay.mem_width
+    names = {s.name for s in ins + outs}
+    assert {"desc__payload", "desc__valid", "status__payload"} <= names
+
+
+@pytest.mark.parametrize("fin, fout", [(25, 100), (25, 125), (100, 100), (25, 50)])
+def test_ecp5_pll_settings_are_in_range(fin, fout):
+    p = ecp5_pll(fin, fout)
+    assert p["fout_mhz"] == pytest.approx(fout)
+    assert 3.125 <= fin / p["CLKI_DIV"] <= 400
+    assert 400 <= p["fout_mhz"] * p["CLKOP_DIV"] <= 800
+
+
+def test_every_board_names_a_platform():
+    for b in BOARDS.values():
+        assert board_flow._platform(b).device in b.device

@@ -47,12 +47,13 @@ def sae_verilog(config: SAEConfig) -> str:
 
 
 def signal_ports(component) -> list:
-    """A component's ports as signals, for a top-level conversion: members that are
-    constants (the ``ready`` of an ``always_ready`` stream) are not ports."""
-    from amaranth import Signal
+    """A component's ports as signals, for a top-level conversion: every input and
+    output, payload views included; members that are constants (the ``ready`` of an
+    ``always_ready`` stream) are not ports."""
+    from mixgcn.hdl.board import design_bits
 
-    return [value for _, _, value in component.signature.flatten(component)
-            if isinstance(value, Signal)]
+    ins, outs = design_bits(component)
+    return ins + outs
 
 
 def chip_verilog(config: ChipConfig) -> str:

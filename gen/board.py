@@ -238,7 +238,7 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     t0 = time.monotonic()
     progress(f"[{board_name}] elaborating {chips} x {chip_name} ...")
     synth = "-dsp" if board.family == "ice40" else ""
-    # router2: the ECP5 chip's routing congests; it converges where router1 did not
+    # router2, nextpnr's newer router; --timing-allow-fail: a missed target is reported
     plan = platform.build(top, name="top", do_build=False, synth_opts=synth,
                           nextpnr_opts="--timing-allow-fail --router router2 "
                                        "--report top.report.json")
@@ -256,8 +256,7 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     bitstream = out / ("top.bit" if board.family == "ecp5" else "top.bin")
     report = {"board": board_name, "device": board.device, "chips": chips,
               "chip": chip_name, **read_report(out, board),
-              "pll": top.pll, "scan_bits": {"in": top.bridge.in_bits,
-                                            "out": top.bridge.out_bits},
+              "pll": top.pll, "scan_bits": {"in": top.bridge.in_bits, "out": top.bridge.out_bits},
               "seconds_per_stage": seconds, "bitstream": str(bitstream)}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report

@@ -19,7 +19,7 @@ own. It is how the chip is built and timed on a board, not yet how it is used.
 from __future__ import annotations
 
 from amaranth import Cat, ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal, Value
-from amaranth.lib import wiring
+from amaranth.lib import io, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In
 
@@ -57,8 +57,9 @@ class ScanBridge(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         sclk, sdi, sload = Signal(), Signal(), Signal()
-        for pin, sig in ((self.pins.clk, sclk), (self.pins.di, sdi), (self.pins.load, sload)):
-            m.submodules += FFSynchronizer(pin.i, sig)
+        for name, sig in (("clk", sclk), ("di", sdi), ("load", sload)):
+            m.submodules[f"pin_{name}"] = pin = io.Buffer("i", getattr(self.pins, name))
+            m.submodules[f"sync_{name}"] = FFSynchronizer(pin.i, sig)
         sclk_was, sload_was = Signal(), Signal()
         m.d.sync += [sclk_was.eq(sclk), sload_was.eq(sload)]
         shift, load = sclk & ~sclk_was, sload & ~sload_was
@@ -71,7 +72,8 @@ class ScanBridge(Elaboratable):
             m.d.sync += chain_out.eq(Cat(*self.outputs))
         with m.Elif(shift):
             m.d.sync += chain_out.eq(chain_out >> 1)
-        m.d.comb += self.pins.do.o.eq(chain_out[0])
+        m.submodules.pin_do = do = io.Buffer("o", self.pins.do)
+        m.d.comb += do.o.eq(chain_out[0])
         return m
 
 
@@ -117,12 +119,13 @@ class BoardTop(Elaboratable):
             self._ecp5_clock(m, platform)
         m.submodules.design = self.design
         m.submodules.scan = self.bridge = ScanBridge(
-            self.design, platform.request(self.scan_resource, 0))
+            self.design, platform.request(self.scan_resource, 0, dir="-"))
         return m
 
     def _ecp5_clock(self, m, platform):
         """``sync`` at ``mhz`` from the board's clock through an EHXPLLL."""
-        clk = platform.request(platform.default_clk)
+        m.submodules.clk_in = clk = io.Buffer("i", platform.request(platform.default_clk,
+                                                                     dir="-"))
         fin = platform.default_clk_frequency / 1e6
         self.pll = pll = ecp5_pll(fin, self.mhz)
         m.domains.sync = cd = ClockDomain("sync")

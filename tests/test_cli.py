@@ -106,7 +106,7 @@ def test_unwritable_json_is_refused_before_training(tmp_path):
     (["--chip", "tiny"], "--chip applies to --backend rtl only"),
     (["--no-pipeline"], "--no-pipeline applies to --backend rtl only"),
     (["--backend", "rtl", "--chip", "huge"], "unknown chip 'huge': expected one of tiny, "
-                                             "default, ecp5 or a .json file"),
+                                             "default, micro, ecp5 or a .json file"),
     (["--backend", "rtl", "--chip", "nowhere.json"], "chip file nowhere.json: No such file"),
     (["--backend", "rtl", "--precision", "float32"], "--precision float32 is not available"),
 ])

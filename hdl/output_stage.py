@@ -41,8 +41,9 @@ class OutputStage(wiring.Component):
 
     Statistics for the host's exponent policy, cleared by ``clear``: ``max_abs``, the
     largest ``|acc|`` seen, and ``saturated``, how many outputs were clipped. A row's
-    statistics are counted when it reaches ``o``, so they are complete once ``busy``
-    falls; ``clear`` must wait for that (the engines do).
+    statistics are counted when it leaves ``o``, so they are complete once ``busy``
+    falls; ``clear`` must wait for that (the engines do). ``clear`` takes effect a cycle
+    after it is raised, before any row given after it can leave.
     """
 
     def __init__(self, *, lanes: int, width: int, acc_width: int, counter_width: int = 32):

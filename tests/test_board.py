@@ -122,3 +122,11 @@ def test_ecp5_pll_settings_are_in_range(fin, fout):
 def test_every_board_names_a_platform():
     for b in BOARDS.values():
         assert board_flow._platform(b).device in b.device
+
+
+def test_ice40_flip_flops_are_counted_once():
+    """yosys prints a netlist's statistics more than once; the count is one listing's."""
+    listing = ("=== top ===\n\n   cells\n       6   SB_DFF\n     100   SB_DFFESR\n"
+               "     500   SB_LUT4\n\n=== design hierarchy ===\n")
+    assert board_flow.yosys_ff_count("log\n" + listing + "more\n" + listing) == 106
+    assert board_flow.yosys_ff_count("no statistics") is None

@@ -20,9 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mixgcn.gen.config import ChipConfig, ConfigError, SystemConfig
+from mixgcn.gen.config import FABRIC_PRESETS, ChipConfig, ConfigError, SystemConfig
 
-__all__ = ["BOARDS", "Board", "BoardError", "build_board"]
+__all__ = ["BOARDS", "LINK_FIELDS", "LINK_PINS", "Board", "BoardError", "build_board",
+           "cabling", "link_bundles"]
 
 
 class BoardError(RuntimeError):
@@ -38,7 +39,10 @@ class Board:
     - ``mhz``: the chip's clock (ECP5: a PLL from the board's oscillator);
       ``None``: the oscillator itself;
     - ``scan``: the connector and its four pins for the scan chain (clk, di, load, do);
-    - resources of the part, for the report and the fit check's message.
+    - resources of the part, for the report and the fit check's message;
+    - ``link_pins``: connector pins free for links to other boards (a chip per board),
+      taken :data:`LINK_PINS` at a time — to the first other board the bundle out,
+      then the bundle in, then to the next (docs/boards.md).
     """
 
     name: str
@@ -51,15 +55,20 @@ class Board:
     dsp_cell: str
     bram_cell: str
     bram_bits: int  # all block RAM of the part (its data and parity bits)
+    link_pins: tuple[tuple[str, int, str], ...] = ()
 
 
 BOARDS: dict[str, Board] = {
     "ulx3s-85f": Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ecp5",
                        "LFE5U-85F-6BG381C", 100.0, ("gpio", 0, ("0+", "0-", "1+", "1-")),
-                       "TRELLIS_COMB", "MULT18X18D", "DP16KD", 208 * 18432),
+                       "TRELLIS_COMB", "MULT18X18D", "DP16KD", 208 * 18432,
+                       tuple(("gpio", 0, f"{i}{s}") for i in range(2, 28) for s in "+-")),
     "ecpix5-85f": Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecp5",
                         "LFE5UM5G-85F-8BG554C", 100.0, ("pmod", 0, ("1", "2", "3", "4")),
-                        "TRELLIS_COMB", "MULT18X18D", "DP16KD", 208 * 18432),
+                        "TRELLIS_COMB", "MULT18X18D", "DP16KD", 208 * 18432,
+                        tuple(("pmod", n, pin) for n in range(8)
+                              for pin in ("1", "2", "3", "4", "7", "8", "9", "10")
+                              if (n, pin) not in {(0, "1"), (0, "2"), (0, "3"), (0, "4")})),
     "icebreaker": Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40",
                         "iCE40UP5K-SG48", None, ("pmod", 0, ("1", "2", "3", "4")),
                         "ICESTORM_LC", "ICESTORM_DSP", "ICESTORM_RAM", 30 * 4096),
@@ -156,8 +165,10 @@ def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool) -> None:
     raise BoardError(f"{stage} failed: {detail} (log in {cwd})")
 
 
-def read_report(out: Path, board: Board, clock: str = "sync") -> dict:
-    """Resources and timing from nextpnr's JSON report (``top.report.json``)."""
+def read_report(out: Path, board: Board) -> dict:
+    """Resources and timing from nextpnr's JSON report (``top.report.json``); the chip's
+    clock is the net the PLL drives in yosys's netlist (a board with links to other
+    boards times their incoming clocks too: :func:`link_fmax`)."""
     try:
         rep = json.loads((out / "top.report.json").read_text())
     except (OSError, ValueError) as e:
@@ -165,10 +176,7 @@ def read_report(out: Path, board: Board, clock: str = "sync") -> dict:
     used = {k: v["used"] for k, v in rep.get("utilization", {}).items()}
     avail = {k: v["available"] for k, v in rep.get("utilization", {}).items()}
     fmax = rep.get("fmax", {})
-    # the chip's clock: the domain's net, named by amaranth after the domain
-    key = next((k for k in fmax if k.endswith(f"{clock}_clk") or k == "clk"), None)
-    if key is None and fmax:
-        key = next(iter(fmax))
+    key = _chip_clock(out, fmax)
     achieved = fmax[key]["achieved"] if key else None
     target = fmax[key]["constraint"] if key else None
     return {
@@ -181,6 +189,31 @@ def read_report(out: Path, board: Board, clock: str = "sync") -> dict:
         "timing_met": bool(achieved is not None and target is not None and achieved >= target),
         "clock_net": key,
     }
+
+
+def _chip_clock(out: Path, fmax: dict) -> str | None:
+    """The key of ``fmax`` (nextpnr's clock nets) that is the chip's clock: on ECP5 the
+    net of the PLL's output (nextpnr names a net by one of yosys's names for it,
+    ``$glbnet$`` in front when it is on a global network); without a PLL the one clock."""
+    try:
+        netlist = json.loads((out / "top.json").read_text())["modules"]["top"]
+    except (OSError, ValueError, KeyError):
+        netlist = {}
+    plls = [c for c in netlist.get("cells", {}).values() if c["type"] == "EHXPLLL"]
+    if plls:
+        bits = plls[0]["connections"]["CLKOP"]
+        names = {n for n, v in netlist["netnames"].items() if v["bits"] == bits}
+        return next((k for k in fmax if k.removeprefix("$glbnet$") in names), None)
+    return next(iter(fmax), None) if len(fmax) == 1 else None
+
+
+def link_fmax(out: Path, domain: str) -> float | None:
+    """nextpnr's Fmax of the clock net of ``domain`` (a link's incoming clock, named
+    after its domain by amaranth)."""
+    fmax = json.loads((out / "top.report.json").read_text()).get("fmax", {})
+    chip = _chip_clock(out, fmax)
+    hits = [k for k in fmax if domain in k and k != chip]
+    return round(fmax[hits[0]]["achieved"], 2) if hits else None
 
 
 def _count_ff(out: Path, board: Board, used: dict) -> int | None:
@@ -203,32 +236,151 @@ def yosys_ff_count(log: str) -> int | None:
     return sum(map(int, counts)) if counts else None
 
 
+def _check_link_pins(board: Board, chips: int) -> None:
+    need = 2 * (chips - 1) * LINK_PINS
+    if not board.link_pins:
+        raise BoardError(f"{board.name} has no pins for links between boards "
+                         "(--fabric serial)")
+    if need > len(board.link_pins):
+        most = len(board.link_pins) // (2 * LINK_PINS) + 1
+        raise BoardError(f"{chips} boards need {need} link pins on each {board.name}, it has "
+                         f"{len(board.link_pins)} free: at most {most} boards")
+
+
+def _bundle(board: Board, position: int, peer: int, chips: int, way: str) -> slice:
+    """Where on board ``position`` the bundle ``way`` ("out"/"in") of its link with
+    ``peer`` is, in :attr:`Board.link_pins`."""
+    k = [q for q in range(chips) if q != position].index(peer)
+    at = (2 * k + (way == "in")) * LINK_PINS
+    return slice(at, at + LINK_PINS)
+
+
+def link_bundles(board: Board, platform, position: int, chips: int) -> dict:
+    """The physical pins of board ``position``'s links in a system of ``chips`` boards:
+    ``{q: (out, in)}``, each bundle's pins in the order of :data:`LINK_FIELDS`."""
+    _check_link_pins(board, chips)
+    physical = [platform.connectors[conn, number].mapping[pin]
+                for conn, number, pin in board.link_pins]
+    return {q: (physical[_bundle(board, position, q, chips, "out")],
+                physical[_bundle(board, position, q, chips, "in")])
+            for q in range(chips) if q != position}
+
+
+def cabling(board_name: str, chips: int) -> list[dict]:
+    """The wires between ``chips`` boards: for each link, board ``from``'s ``out`` pins
+    to board ``to``'s ``in`` pins, pin for pin (connector pin names; each bundle's
+    fields in the order of :data:`LINK_FIELDS`, ``data`` 8 pins), and a ground wire."""
+    board = BOARDS[board_name]
+    _check_link_pins(board, chips)
+    names = [f"{conn}{number} {pin}" if conn == "pmod" else f"{conn} {pin}"
+             for conn, number, pin in board.link_pins]
+    return [{"from": p, "to": q, "fields": list(LINK_FIELDS),
+             "out": names[_bundle(board, p, q, chips, "out")],
+             "in": names[_bundle(board, q, p, chips, "in")]}
+            for p in range(chips) for q in range(chips) if p != q]
+
+
+def _add_link_resources(board: Board, platform, bundles: dict, width: int,
+                        mhz: float) -> None:
+    from amaranth.build import Attrs, Clock, Pins, Resource, Subsignal
+
+    for q, (out, inp) in bundles.items():
+        for name, pins, d in (("link_tx", out, "o"), ("link_rx", inp, "i")):
+            fields, at = [], 0
+            for field in LINK_FIELDS:
+                n = width if field == "data" else 1
+                # the other board's clock comes in at the chip's frequency: nextpnr times
+                # the incoming link's domain against it
+                clock = [Clock(mhz * 1e6)] if (field, d) == ("clk", "i") else []
+                fields.append(Subsignal(field, Pins(" ".join(pins[at:at + n]), dir=d),
+                                        *clock))
+                at += n
+            platform.add_resources([Resource(name, q, *fields, Attrs(IO_TYPE="LVCMOS33"))])
+
+
+# a link bundle: its forwarded clock, a flit's valid and last, a credit, 8 data bits
+LINK_FIELDS = ("clk", "valid", "last", "credit", "data")
+LINK_PINS = 12
+
+
 def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int = 1,
-                out: Path, mhz: float | None = None, progress=print,
-                verbose: bool = False) -> dict:
-    """Build one bitstream: ``chips`` chips of ``chip`` on ``board_name``. Returns the
-    report (also written to ``out/report.json``)."""
+                fabric: str = "crossbar", out: Path, mhz: float | None = None,
+                progress=print, verbose: bool = False) -> dict:
+    """Build ``chips`` chips of ``chip`` for ``board_name``: on one FPGA joined by a
+    crossbar (``fabric="crossbar"``: one bitstream), or a chip per board joined by
+    serial links on pins (``fabric="serial"``: a bitstream per board, in
+    ``out/board<p>``). Returns the report (also written to ``out/report.json``); a
+    serial system's lists each board's under ``boards``."""
     if board_name not in BOARDS:
         raise BoardError(f"unknown board {board_name!r}: expected one of {', '.join(BOARDS)}")
     board = BOARDS[board_name]
     if not isinstance(chips, int) or chips < 1:
         raise BoardError(f"--chips must be >= 1, got {chips!r}")
+    if fabric not in ("crossbar", "serial"):
+        raise BoardError(f"unknown fabric {fabric!r}: expected crossbar or serial")
+    if fabric == "serial" and chips < 2:
+        raise BoardError(f"--fabric serial joins boards: it needs --chips >= 2, got {chips}")
+    if fabric == "serial" and board.family != "ecp5":
+        raise BoardError(f"{board_name} has no pins for links between boards "
+                         "(--fabric serial is built for the ECP5 boards)")
     if mhz is not None and board.mhz is None:
         raise BoardError(f"{board_name} runs the chip at its oscillator: --mhz is not "
                          "supported there")
     if mhz is not None and not 1 <= mhz <= 400:
         raise BoardError(f"--mhz must be in 1..400, got {mhz}")
     check_tools(board)
-    check_fits(board, chip, chips)
+    per_board = 1 if fabric == "serial" else chips
+    check_fits(board, chip, per_board)
+    try:
+        config = SystemConfig(chip=chip, chips=chips, fabric=FABRIC_PRESETS[fabric])
+    except ConfigError as e:
+        raise BoardError(str(e)) from None
+    if fabric == "serial":
+        link_bundles(board, _platform(board), 0, chips)  # enough pins, before any build
 
+    def one(design, out: Path, label: str) -> dict:
+        return _build_one(board, design, out=out, label=label,
+                          mhz=(mhz or board.mhz) if board.family == "ecp5" else None,
+                          chips=chips, progress=progress, verbose=verbose)
+
+    if fabric == "crossbar":
+        progress(f"[{board_name}] elaborating {chips} x {chip_name} ...")
+        report = {"board": board_name, "device": board.device, "chips": chips,
+                  "chip": chip_name, "fabric": fabric, **one(design_for(chip, chips), out,
+                                                             board_name)}
+    else:
+        from mixgcn.hdl.system import SystemNode
+
+        boards = []
+        for p in range(chips):
+            progress(f"[{board_name} {p}] elaborating chip {p} of {chips} x {chip_name} "
+                     "(a chip per board) ...")
+            boards.append({"position": p, **one(SystemNode(config, p), out / f"board{p}",
+                                                f"{board_name} {p}")})
+        worst = min((b for b in boards), key=lambda b: b["fmax_mhz"] or 0)
+        report = {"board": board_name, "device": board.device, "chips": chips,
+                  "chip": chip_name, "fabric": fabric,
+                  **{k: worst[k] for k in ("lut4", "ff", "dsp", "bram", "fmax_mhz",
+                                           "target_mhz", "timing_met")},
+                  "timing_met": all(b["timing_met"] for b in boards),
+                  "seconds_per_stage": {k: round(sum(b["seconds_per_stage"].get(k, 0)
+                                                     for b in boards), 1)
+                                        for k in boards[0]["seconds_per_stage"]},
+                  "bitstreams": [b["bitstream"] for b in boards], "boards": boards,
+                  "cabling": cabling(board_name, chips)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def board_plan(board: Board, design, *, mhz: float | None, chips: int):
+    """``design`` in a :class:`~mixgcn.hdl.board.BoardTop` on ``board``'s platform, its
+    scan pins (and link pins) added: the top and amaranth's build plan (the files and
+    the tools' commands), nothing run yet."""
     from amaranth.build import Attrs, Pins, Resource, Subsignal
 
     from mixgcn.hdl.board import BoardTop
 
-    try:
-        design = design_for(chip, chips)
-    except ConfigError as e:
-        raise BoardError(str(e)) from None
     platform = _platform(board)
     conn, number, (p_clk, p_di, p_load, p_do) = board.scan
     io = Attrs(IO_TYPE="LVCMOS33") if board.family == "ecp5" else Attrs(IO_STANDARD="SB_LVCMOS")
@@ -238,31 +390,44 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
         Subsignal("di", Pins(p_di, dir="i", conn=(conn, number))),
         Subsignal("load", Pins(p_load, dir="i", conn=(conn, number))),
         Subsignal("do", Pins(p_do, dir="o", conn=(conn, number))), io)])
-    top = BoardTop(design, mhz=(mhz or board.mhz) if board.family == "ecp5" else None)
-
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    progress(f"[{board_name}] elaborating {chips} x {chip_name} ...")
+    peers = getattr(design, "peers", [])
+    if peers:
+        width = design.config.link_width(design.position, peers[0])
+        _add_link_resources(board, platform, link_bundles(board, platform, design.position,
+                                                          chips), width, mhz)
+    top = BoardTop(design, mhz=mhz)
     synth = "-dsp" if board.family == "ice40" else ""
     # router2, nextpnr's newer router; --timing-allow-fail: a missed target is reported
     plan = platform.build(top, name="top", do_build=False, synth_opts=synth,
                           nextpnr_opts="--timing-allow-fail --router router2 "
                                        "--report top.report.json")
+    return top, plan
+
+
+def _build_one(board: Board, design, *, out: Path, label: str, mhz: float | None,
+               chips: int, progress, verbose: bool) -> dict:
+    """One bitstream of ``design`` in a :class:`~mixgcn.hdl.board.BoardTop`: the tools
+    run one stage at a time; the figures from their reports."""
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    top, plan = board_plan(board, design, mhz=mhz, chips=chips)
     plan.extract(out)
     seconds = {"elaborate": round(time.monotonic() - t0, 1)}
     commands = json.loads(plan.files["build_top.json"])["commands"]
     for cmd in commands:
         stage = _STAGES[cmd[0]]
-        progress(f"[{board_name}] {stage} ({_YOWASP[cmd[0]]}) ...")
+        progress(f"[{label}] {stage} ({_YOWASP[cmd[0]]}) ...")
         t = time.monotonic()
         _run([_tool(cmd[0]), *cmd[1:]], out, stage, verbose)
         seconds[stage] = round(time.monotonic() - t, 1)
-        progress(f"[{board_name}] {stage} done in {seconds[stage]:.0f} s")
+        progress(f"[{label}] {stage} done in {seconds[stage]:.0f} s")
 
     bitstream = out / ("top.bit" if board.family == "ecp5" else "top.bin")
-    report = {"board": board_name, "device": board.device, "chips": chips,
-              "chip": chip_name, **read_report(out, board),
-              "pll": top.pll, "scan_bits": {"in": top.bridge.in_bits, "out": top.bridge.out_bits},
+    report = {**read_report(out, board), "pll": top.pll,
+              "scan_bits": {"in": top.bridge.in_bits, "out": top.bridge.out_bits},
               "seconds_per_stage": seconds, "bitstream": str(bitstream)}
+    if top.peers:  # each incoming link's clock: its own domain, timed by nextpnr
+        report["links"] = {str(q): {"clock_mhz": link_fmax(out, f"link{q}")}
+                           for q in top.peers}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report

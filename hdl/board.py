@@ -18,19 +18,35 @@ own. It is how the chip is built and timed on a board, not yet how it is used.
 
 from __future__ import annotations
 
-from amaranth import Cat, ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal, Value
-from amaranth.lib import io, wiring
-from amaranth.lib.cdc import FFSynchronizer
-from amaranth.lib.wiring import In
+from amaranth import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Elaboratable,
+    Instance,
+    Module,
+    ResetSignal,
+    Signal,
+    Value,
+    unsigned,
+)
+from amaranth.lib import data, io, wiring
+from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
+from amaranth.lib.fifo import AsyncFIFO
+from amaranth.lib.wiring import In, Out
 
-__all__ = ["BoardTop", "ScanBridge", "design_bits"]
+from mixgcn.hdl.fabric import LinkWire
+
+__all__ = ["BoardTop", "ScanBridge", "SerialBridge", "design_bits", "pin_layout"]
 
 
-def design_bits(design: wiring.Component) -> tuple[list[Signal], list[Signal]]:
+def design_bits(design: wiring.Component, skip=()) -> tuple[list[Signal], list[Signal]]:
     """The design's input and output port signals (constants — an ``always_ready``
-    stream's ``ready`` — are not ports)."""
+    stream's ``ready`` — are not ports), but those of the members named in ``skip``."""
     ins, outs = [], []
-    for _, member, value in design.signature.flatten(design):
+    for path, member, value in design.signature.flatten(design):
+        if path[0] in skip:
+            continue
         value = Value.cast(value)  # a payload is a view of a signal
         if isinstance(value, Signal):
             (ins if member.flow == In else outs).append(value)
@@ -46,11 +62,21 @@ class ScanBridge(Elaboratable):
     on a rising edge of ``load`` the design's outputs are captured into the output
     chain. (The inputs change as bits shift in: enough to build and time the design,
     and it costs the input chain no logic — a shift register with an enable.) The pins
-    pass two-flip-flop synchronisers, so they are asynchronous to the chip's clock."""
+    pass two-flip-flop synchronisers, so they are asynchronous to the chip's clock.
 
-    def __init__(self, design: wiring.Component, pins):
+    The shift and load enables reach every bit of the chains through a tree of
+    registers (a leaf per :attr:`GROUP` bits, all leaves in step): one enable net to
+    a thousand flip-flops across the device was a build's slowest path, which is the
+    board top's and not the chip's. ``di`` is delayed to match.
+    ``skip``: members of the design that are not on the chain (a chip's links to other
+    boards); ``extra_outputs``: signals of the board top captured with the design's."""
+
+    GROUP = 32
+
+    def __init__(self, design: wiring.Component, pins, skip=(), extra_outputs=()):
         self.design, self.pins = design, pins
-        self.inputs, self.outputs = design_bits(design)
+        self.inputs, self.outputs = design_bits(design, skip)
+        self.outputs += list(extra_outputs)
         self.in_bits = sum(len(s) for s in self.inputs)
         self.out_bits = sum(len(s) for s in self.outputs)
 
@@ -63,17 +89,89 @@ class ScanBridge(Elaboratable):
         sclk_was, sload_was = Signal(), Signal()
         m.d.sync += [sclk_was.eq(sclk), sload_was.eq(sload)]
         shift, load = sclk & ~sclk_was, sload & ~sload_was
+        shift_root, load_root, di_root, di_leaf = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [shift_root.eq(shift), load_root.eq(load), di_root.eq(sdi),
+                     di_leaf.eq(di_root)]
 
+        def leaves(root, name, bits):
+            """Enables a cycle after ``root``, one per GROUP bits of a ``bits`` chain."""
+            out = [Signal(name=f"{name}_{g}") for g in range(-(-bits // self.GROUP))]
+            m.d.sync += [leaf.eq(root) for leaf in out]
+            return out
+
+        G = self.GROUP
         chain_in, chain_out = Signal(self.in_bits), Signal(self.out_bits)
         m.d.comb += Cat(*self.inputs).eq(chain_in)
-        with m.If(shift):
-            m.d.sync += chain_in.eq(Cat(chain_in[1:], sdi))
-        with m.If(load):
-            m.d.sync += chain_out.eq(Cat(*self.outputs))
-        with m.Elif(shift):
-            m.d.sync += chain_out.eq(chain_out >> 1)
+        shifted_in = Cat(chain_in[1:], di_leaf)
+        for g, en in enumerate(leaves(shift_root, "shift_in", self.in_bits)):
+            with m.If(en):
+                m.d.sync += chain_in[g * G:(g + 1) * G].eq(shifted_in[g * G:(g + 1) * G])
+        captured, shifted_out = Cat(*self.outputs), chain_out >> 1
+        for g, (ld, en) in enumerate(zip(leaves(load_root, "load", self.out_bits),
+                                         leaves(shift_root, "shift_out", self.out_bits),
+                                         strict=True)):
+            part = slice(g * G, (g + 1) * G)
+            with m.If(ld):
+                m.d.sync += chain_out[part].eq(captured[part])
+            with m.Elif(en):
+                m.d.sync += chain_out[part].eq(shifted_out[part])
         m.submodules.pin_do = do = io.Buffer("o", self.pins.do)
         m.d.comb += do.o.eq(chain_out[0])
+        return m
+
+
+def pin_layout(width: int) -> data.StructLayout:
+    """What a board sends another in a cycle: a flit of its link (``valid``, ``last``,
+    ``data``) and a credit of the other's (``credit``)."""
+    return data.StructLayout({"valid": 1, "last": 1, "data": unsigned(width), "credit": 1})
+
+
+class SerialBridge(wiring.Component):
+    """A chip's link to another board and that board's link back, on pins
+    (docs/boards.md). ``to_peer``: the wire of this chip's link sender; ``from_peer``:
+    that of its receiver for the peer's link. ``tx`` goes out on pins, registered in
+    ``sync`` (the board forwards ``sync``'s clock beside it); ``rx`` comes in on pins,
+    sampled on the peer's forwarded clock (domain ``rx_domain``).
+
+    The boards' clocks are independent, so what comes in crosses into ``sync`` through
+    an asynchronous FIFO of ``credits + peer_credits`` words: a word holds a flit of
+    the peer's link, a credit of this chip's, or both, and each flit in flight holds
+    one of the peer's credits and each credit in flight one of this chip's — the FIFO
+    cannot fill. ``overrun`` (sticky) would say it did."""
+
+    def __init__(self, *, width: int, credits: int, peer_credits: int, rx_domain: str):
+        self.width, self.rx_domain = width, rx_domain
+        self.depth = credits + peer_credits
+        super().__init__({
+            "to_peer": In(LinkWire(width)), "from_peer": Out(LinkWire(width)),
+            "tx": Out(pin_layout(width)), "rx": In(pin_layout(width)),
+            "overrun": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        rx = self.rx_domain
+        m.d.sync += [self.tx.valid.eq(self.to_peer.valid),
+                     self.tx.last.eq(self.to_peer.flit.last),
+                     self.tx.data.eq(self.to_peer.flit.data),
+                     self.tx.credit.eq(self.from_peer.credit)]
+
+        lay = pin_layout(self.width)
+        captured = Signal(lay)
+        m.d[rx] += captured.eq(self.rx)
+        m.submodules.fifo = fifo = AsyncFIFO(width=lay.size, depth=self.depth,
+                                             w_domain=rx, r_domain="sync")
+        m.d.comb += [fifo.w_data.eq(captured),
+                     fifo.w_en.eq(captured.valid | captured.credit),
+                     fifo.r_en.eq(1)]  # a word a cycle out: its takers never wait
+        overrun = Signal()
+        m.d[rx] += overrun.eq(overrun | (fifo.w_en & ~fifo.w_rdy))
+        m.submodules.overrun_sync = FFSynchronizer(overrun, self.overrun)
+        word = data.View(lay, fifo.r_data)
+        m.d.sync += [self.from_peer.valid.eq(fifo.r_rdy & word.valid),
+                     self.from_peer.flit.data.eq(word.data),
+                     self.from_peer.flit.last.eq(word.last),
+                     self.to_peer.credit.eq(fifo.r_rdy & word.credit)]
         return m
 
 
@@ -106,11 +204,21 @@ class BoardTop(Elaboratable):
     """A design on a board: the board's clock (through a PLL to ``mhz`` on ECP5), a
     reset held until the PLL locks, and the design's ports on the scan pins
     (:class:`ScanBridge`). ``scan_resource``: the name of the scan pins' resource the
-    build added to the platform."""
+    build added to the platform.
+
+    A :class:`~mixgcn.hdl.system.SystemNode` (a chip of a system, a chip per board)
+    also has its links to the other boards: to chip q through a :class:`SerialBridge`
+    on the resources ``link_tx`` and ``link_rx`` number q (``clk``, ``valid``, ``last``,
+    ``credit``, ``data``), the chip's clock forwarded on ``link_tx.clk`` and chip q's
+    taken from ``link_rx.clk`` (its resource carries its frequency, for nextpnr). The
+    bridges' ``overrun`` flags end the scan chain."""
 
     def __init__(self, design: wiring.Component, *, mhz: float | None,
                  scan_resource: str = "scan"):
         self.design, self.mhz, self.scan_resource = design, mhz, scan_resource
+        self.peers = list(getattr(design, "peers", ()))
+        if self.peers and mhz is None:
+            raise ValueError("links between boards need the chip's clock from a PLL (ECP5)")
         self.pll = None
 
     def elaborate(self, platform):
@@ -118,9 +226,39 @@ class BoardTop(Elaboratable):
         if self.mhz is not None:
             self._ecp5_clock(m, platform)
         m.submodules.design = self.design
+        overruns = [self._link(m, platform, q) for q in self.peers]
+        skip = [f"{way}_{q}" for q in self.peers for way in ("to", "from")]
         m.submodules.scan = self.bridge = ScanBridge(
-            self.design, platform.request(self.scan_resource, 0, dir="-"))
+            self.design, platform.request(self.scan_resource, 0, dir="-"), skip=skip,
+            extra_outputs=overruns)
         return m
+
+    def _link(self, m, platform, q: int) -> Signal:
+        """The links to and from chip q's board; returns the bridge's ``overrun``."""
+        config, p = self.design.config, self.design.position
+        domain = f"link{q}"  # chip q's clock, as it comes in
+        tx = platform.request("link_tx", q, dir="-")
+        rx = platform.request("link_rx", q, dir="-")
+        cd = ClockDomain(domain, local=True)
+        m.domains += cd
+        m.submodules[f"{domain}_clk"] = rx_clk = io.Buffer("i", rx.clk)
+        m.d.comb += cd.clk.eq(rx_clk.i)
+        m.submodules[f"{domain}_reset"] = ResetSynchronizer(ResetSignal("sync"), domain=domain)
+        m.submodules[f"{domain}_bridge"] = bridge = SerialBridge(
+            width=config.link_width(p, q), credits=config.link_credits(p, q),
+            peer_credits=config.link_credits(q, p), rx_domain=domain)
+        wiring.connect(m, getattr(self.design, f"to_{q}"), bridge.to_peer)
+        wiring.connect(m, bridge.from_peer, getattr(self.design, f"from_{q}"))
+        # the clock goes out inverted (low, then high half a cycle later): it rises in
+        # the middle of each bit, where the other board samples
+        m.submodules[f"{domain}_fwd"] = fwd = io.DDRBuffer("o", tx.clk, o_domain="sync")
+        m.d.comb += [fwd.o[0].eq(0), fwd.o[1].eq(1)]
+        for name in ("valid", "last", "credit", "data"):
+            m.submodules[f"{domain}_tx_{name}"] = out = io.Buffer("o", getattr(tx, name))
+            m.submodules[f"{domain}_rx_{name}"] = inp = io.Buffer("i", getattr(rx, name))
+            m.d.comb += [out.o.eq(getattr(bridge.tx, name)),
+                         getattr(bridge.rx, name).eq(inp.i)]
+        return bridge.overrun
 
     def _ecp5_clock(self, m, platform):
         """``sync`` at ``mhz`` from the board's clock through an EHXPLLL."""
@@ -151,4 +289,6 @@ class BoardTop(Elaboratable):
         m.d.comb += raw.clk.eq(cd.clk)
         m.d.raw += held.eq(Cat(~locked, held[0]))
         m.submodules.reset_buffer = Instance("DCCA", i_CLKI=held[1], i_CE=1, o_CLKO=cd.rst)
-        platform.add_clock_constraint(cd.clk, pll["fout_mhz"] * 1e6)
+        # no constraint on cd.clk: nextpnr derives the PLL output's from the board
+        # clock's (a constraint on the net amaranth names would not find it after
+        # synthesis, and nextpnr would ignore it)

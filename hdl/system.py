@@ -20,11 +20,11 @@ from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import SystemConfig
 from mixgcn.hdl.chip import Chip, ChipCounters
-from mixgcn.hdl.fabric import ExchangeFabric, route_layout
+from mixgcn.hdl.fabric import ExchangeFabric, FabricEnd, route_layout
 from mixgcn.hdl.memport import MemoryBus
 from mixgcn.hdl.router import RouterError
 
-__all__ = ["ChipPorts", "System"]
+__all__ = ["ChipPorts", "System", "SystemNode"]
 
 
 class ChipPorts(wiring.Signature):
@@ -75,4 +75,45 @@ class System(wiring.Component):
             wiring.connect(m, fabric.dst[p], chip.xchg_i)
             wiring.connect(m, chip.counters, wiring.flipped(ports.counters))
             m.d.comb += [ports.error.eq(chip.error), ports.idle.eq(chip.idle)]
+        return m
+
+
+class SystemNode(wiring.Component):
+    """Chip ``chip`` of a system with its :class:`~mixgcn.hdl.fabric.FabricEnd`: what a
+    board holds when each chip of the system has its own (docs/boards.md). The ports of
+    :class:`ChipPorts` and the fabric's ``route`` are the host's; ``flits[q]`` counts the
+    flits of its link to chip q; ``to_q`` / ``from_q`` are its links' wires to and from
+    the other boards."""
+
+    def __init__(self, config: SystemConfig, chip: int):
+        if not isinstance(config, SystemConfig):
+            raise TypeError(f"expected a SystemConfig, got {config!r}")
+        self.config, self.position = config, chip
+        self.chip = Chip(config.chip, loopback=False)
+        self.end = FabricEnd(config, chip)
+        self.peers = self.end.peers
+        members = dict(ChipPorts(self.chip).members)
+        members["route"] = In(route_layout(config.chips, config.chip.lanes))
+        members["flits"] = Out(self.end.flits.shape())
+        for q in self.peers:
+            members[f"to_{q}"] = self.end.signature.members[f"to_{q}"]
+            members[f"from_{q}"] = self.end.signature.members[f"from_{q}"]
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.chip = chip = self.chip
+        m.submodules.fabric_end = end = self.end
+        wiring.connect(m, wiring.flipped(self.desc), chip.desc)
+        wiring.connect(m, chip.status, wiring.flipped(self.status))
+        wiring.connect(m, chip.memory, wiring.flipped(self.memory))
+        wiring.connect(m, chip.counters, wiring.flipped(self.counters))
+        wiring.connect(m, chip.xchg_o, end.src)
+        wiring.connect(m, end.dst, chip.xchg_i)
+        m.d.comb += [self.error.eq(chip.error), self.idle.eq(chip.idle),
+                     end.route.eq(self.route), self.flits.eq(end.flits)]
+        for q in self.peers:
+            wiring.connect(m, getattr(end, f"to_{q}"), wiring.flipped(getattr(self, f"to_{q}")))
+            wiring.connect(m, wiring.flipped(getattr(self, f"from_{q}")),
+                           getattr(end, f"from_{q}"))
         return m

@@ -571,9 +571,13 @@ def bench_fabric() -> tuple[dict, list[str]]:
 
 
 # (board, chip preset, chips on the FPGA): every preset that could fit each board
-BOARD_BUILDS = [("ulx3s-85f", "micro", 1), ("ulx3s-85f", "tiny", 1), ("ulx3s-85f", "ecp5", 1),
-                ("ecpix5-85f", "ecp5", 1), ("ecpix5-85f", "tiny", 2), ("ecpix5-85f", "ecp5", 2),
-                ("icebreaker", "micro", 1)]
+# (board, chip preset, chips, fabric): crossbar = the chips on one FPGA, serial = a chip
+# per board (a bitstream each)
+BOARD_BUILDS = [("ulx3s-85f", "micro", 1, "crossbar"), ("ulx3s-85f", "tiny", 1, "crossbar"),
+                ("ulx3s-85f", "ecp5", 1, "crossbar"), ("ulx3s-85f", "micro", 2, "serial"),
+                ("ecpix5-85f", "ecp5", 1, "crossbar"), ("ecpix5-85f", "micro", 2, "crossbar"),
+                ("ecpix5-85f", "tiny", 2, "crossbar"), ("ecpix5-85f", "ecp5", 2, "crossbar"),
+                ("icebreaker", "micro", 1, "crossbar")]
 
 
 def bench_boards():
@@ -583,22 +587,27 @@ def bench_boards():
     from mixgcn.gen.board import BoardError, build_board
 
     builds, rows = [], ["boards (YoWASP yosys + nextpnr; figures from nextpnr's report)",
-                        f"  {'board':<11} {'chips':>5} {'chip':<6} {'LUT4':>7} {'FF':>7} "
+                        f"  {'board':<11} {'chips':>5} {'fabric':<8} {'chip':<6} {'LUT4':>7} "
+                        f"{'FF':>7} "
                         f"{'DSP':>4} {'BRAM':>4} {'Fmax':>7} {'target':>6} {'met':<4} "
                         f"{'build s':>8}"]
-    for board, chip, chips in BOARD_BUILDS:
-        _log(f"boards: {chips} x {chip} on {board}")
-        out = Path("build/board") / f"{board}-{chips}x{chip}"
+    for board, chip, chips, fabric in BOARD_BUILDS:
+        _log(f"boards: {chips} x {chip} on {board} ({fabric})")
+        kind = "-serial" if fabric == "serial" else ""
+        out = Path("build/board") / f"{board}-{chips}x{chip}{kind}"
         try:
-            r = build_board(board, CHIP_PRESETS[chip], chip_name=chip, chips=chips, out=out,
-                            progress=_log)
+            r = build_board(board, CHIP_PRESETS[chip], chip_name=chip, chips=chips,
+                            fabric=fabric, out=out, progress=_log)
         except BoardError as e:
-            builds.append(dict(board=board, chip=chip, chips=chips, error=str(e)))
-            rows.append(f"  {board:<11} {chips:>5} {chip:<6} {e}")
+            builds.append(dict(board=board, chip=chip, chips=chips, fabric=fabric,
+                               error=str(e)))
+            rows.append(f"  {board:<11} {chips:>5} {fabric:<8} {chip:<6} {e}")
             continue
         builds.append(r)
-        rows.append(f"  {board:<11} {chips:>5} {chip:<6} {r['lut4']:>7,} {r['ff']:>7,} "
-                    f"{r['dsp']:>4} {r['bram']:>4} {r['fmax_mhz']:>7.2f} "
+        rows.append(f"  {board:<11} {chips:>5} {fabric:<8} {chip:<6} {r['lut4']:>7,} "
+                    f"{r['ff']:>7,} "
+                    f"{r['dsp']:>4} {r['bram']:>4} "
+                    f"{'-' if r['fmax_mhz'] is None else format(r['fmax_mhz'], '.2f'):>7} "
                     f"{r['target_mhz']:>6.0f} {'yes' if r['timing_met'] else 'no':<4} "
                     f"{sum(r['seconds_per_stage'].values()):>8.0f}")
     return dict(boards=builds), rows

@@ -107,10 +107,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--chip", default="ecp5", metavar="{" + ",".join(CHIP_PRESETS) + ",FILE.json}",
                    help="the chip: a preset or a chip.json (default: ecp5)")
     b.add_argument("--chips", type=int, default=1,
-                   help="chips on the FPGA, joined by a crossbar fabric (default 1)")
-    b.add_argument("--fabric", default="crossbar", choices=("crossbar",),
-                   help="with --chips P > 1: the fabric between the chips on the FPGA "
-                        "(crossbar; links between boards are not built yet)")
+                   help="chips of the system (default 1)")
+    b.add_argument("--fabric", default="crossbar", choices=("crossbar", "serial"),
+                   help="with --chips P > 1: crossbar = every chip on one FPGA (one "
+                        "bitstream); serial = a chip per board, joined by links on pins "
+                        "(a bitstream per board)")
     b.add_argument("--mhz", type=float, default=None,
                    help="ECP5 boards: the chip's clock from the PLL (default 100)")
     b.add_argument("--out", type=Path, default=None,
@@ -387,22 +388,27 @@ def cmd_board(args) -> int:
     except ConfigError as e:
         raise _fail(str(e)) from None
     stem = Path(chip_name).stem
-    out = args.out or Path("build/board") / f"{args.board}-{args.chips}x{stem}"
+    kind = "-serial" if args.fabric == "serial" else ""
+    out = args.out or Path("build/board") / f"{args.board}-{args.chips}x{stem}{kind}"
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
     try:
-        report = build_board(args.board, chip, chip_name=stem, chips=args.chips, out=out,
-                             mhz=args.mhz, progress=progress, verbose=args.verbose)
+        report = build_board(args.board, chip, chip_name=stem, chips=args.chips,
+                             fabric=args.fabric, out=out, mhz=args.mhz, progress=progress,
+                             verbose=args.verbose)
     except BoardError as e:
         raise _fail(f"{args.board}: {e}") from None
-    met = "met" if report["timing_met"] else "NOT met"
-    print(f"{report['board']} ({report['device']}): {report['chips']} x {report['chip']}: "
-          f"{report['lut4']:,} LUT4, {report['ff']:,} FF, {report['dsp']} DSP, "
-          f"{report['bram']} BRAM; Fmax {report['fmax_mhz']} MHz, target "
-          f"{report['target_mhz']} MHz: timing {met}")
-    print(f"bitstream {report['bitstream']}, report {out / 'report.json'}")
+    for r in report.get("boards", [report]):
+        met = "met" if r["timing_met"] else "NOT met"
+        where = f"board {r['position']}: chip {r['position']} of " if "position" in r else ""
+        print(f"{report['board']} ({report['device']}): {where}{report['chips']} x "
+              f"{report['chip']}: {r['lut4']:,} LUT4, {r['ff']:,} FF, {r['dsp']} DSP, "
+              f"{r['bram']} BRAM; Fmax {r['fmax_mhz']} MHz, target {r['target_mhz']} MHz: "
+              f"timing {met}")
+        print(f"bitstream {r['bitstream']}")
+    print(f"report {out / 'report.json'}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")

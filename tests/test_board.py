@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
+from amaranth import Module
 from amaranth.hdl import Fragment
+from amaranth.lib import io, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
 
 from mixgcn.gen import board as board_flow
-from mixgcn.gen.board import BOARDS, BoardError, build_board
-from mixgcn.gen.config import CHIP_PRESETS
-from mixgcn.hdl.board import design_bits, ecp5_pll
+from mixgcn.gen.board import BOARDS, LINK_FIELDS, BoardError, board_plan, build_board, cabling
+from mixgcn.gen.config import CHIP_PRESETS, FABRIC_PRESETS, SystemConfig
+from mixgcn.hdl.board import ScanBridge, design_bits, ecp5_pll
 from mixgcn.hdl.chip import Chip
+from mixgcn.hdl.system import SystemNode
 from mixgcn.host.cli import main
 
 REPORT_KEYS = {"board", "device", "chips", "chip", "lut4", "ff", "dsp", "bram", "fmax_mhz",
@@ -83,6 +89,12 @@ def test_buffers_beyond_the_parts_block_ram_are_refused_before_synthesis(tmp_pat
     (["--board", "ulx3s-85f", "--mhz", "0.5"], "--mhz must be in 1..400, got 0.5"),
     (["--board", "icebreaker", "--chip", "micro", "--mhz", "24"],
      "runs the chip at its oscillator: --mhz is not supported there"),
+    (["--board", "ulx3s-85f", "--chip", "micro", "--fabric", "serial"],
+     "--fabric serial joins boards: it needs --chips >= 2, got 1"),
+    (["--board", "icebreaker", "--chip", "micro", "--chips", "2", "--fabric", "serial"],
+     "icebreaker has no pins for links between boards"),
+    (["--board", "ulx3s-85f", "--chip", "micro", "--chips", "4", "--fabric", "serial"],
+     "4 boards need 72 link pins on each ulx3s-85f, it has 52 free: at most 3 boards"),
 ])
 def test_bad_options_are_one_line_errors(argv, message, tmp_path):
     with pytest.raises(SystemExit) as e:
@@ -130,3 +142,92 @@ def test_ice40_flip_flops_are_counted_once():
                "     500   SB_LUT4\n\n=== design hierarchy ===\n")
     assert board_flow.yosys_ff_count("log\n" + listing + "more\n" + listing) == 106
     assert board_flow.yosys_ff_count("no statistics") is None
+
+
+@pytest.mark.parametrize("board", ["ulx3s-85f", "ecpix5-85f"])
+def test_serial_board_tops_put_each_link_on_the_pins_the_cabling_names(board):
+    """Three boards of a chip each: every board's top places its links' pins where the
+    cabling table says, each pin once, none on the scan pins; the incoming clocks are
+    constrained; the links are not on the scan chain, the bridges' overrun flags are."""
+    P = 3
+    config = SystemConfig(chip=CHIP_PRESETS["micro"], chips=P, fabric=FABRIC_PRESETS["serial"])
+    b = BOARDS[board]
+    platform = board_flow._platform(b)
+    physical = {f"{c}{n} {pin}" if c == "pmod" else f"{c} {pin}":
+                platform.connectors[c, n].mapping[pin] for c, n, pin in b.link_pins}
+    scan = {platform.connectors[b.scan[0], b.scan[1]].mapping[pin] for pin in b.scan[2]}
+    wires = cabling(board, P)
+    assert len(wires) == P * (P - 1)
+    for p in range(P):
+        node = SystemNode(config, p)
+        top, plan = board_plan(b, node, mhz=100.0, chips=P)
+        lpf = plan.files["top.lpf"]
+        placed = re.findall(r'LOCATE COMP "link_(?:tx|rx)_(\d+)__(\w+?)__io(\[\d+\])?" '
+                            r'SITE "(\w+)"', lpf)
+        pins = [site for *_, site in placed]
+        assert len(pins) == len(set(pins)) == 2 * (P - 1) * 12
+        assert not set(pins) & scan
+        for w in wires:
+            for way, who, peer, name in (("out", w["from"], w["to"], "tx"),
+                                         ("in", w["to"], w["from"], "rx")):
+                if who != p:
+                    continue
+                got = [site for q, field, bit, site in
+                       sorted(re.findall(rf'LOCATE COMP "link_{name}_({peer})__(\w+?)__io'
+                                         rf'(?:\[(\d+)\])?" SITE "(\w+)"', lpf),
+                              key=lambda f: (LINK_FIELDS.index(f[1]), int(f[2] or 0)))]
+                assert got == [physical[label] for label in w[way]], (p, w)
+        for q in node.peers:
+            assert f'FREQUENCY PORT "link_rx_{q}__clk__io" 100000000.0 HZ;' in lpf, lpf
+        ins, outs = design_bits(node, skip=[f"{w}_{q}" for q in node.peers for w in ("to", "from")])
+        assert top.bridge.in_bits == sum(len(x) for x in ins)
+        assert top.bridge.out_bits == sum(len(x) for x in outs) + (P - 1)  # the overrun flags
+
+
+class _Times3(wiring.Component):
+    """A design for the scan chain: a 40-bit input, its triple a cycle later."""
+
+    def __init__(self):
+        super().__init__({"a": In(40), "b": Out(42)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += self.b.eq(self.a * 3)
+        return m
+
+
+def test_the_scan_chain_shifts_inputs_in_and_captured_outputs_out():
+    """Bits shifted in on ``di`` become the design's inputs, in order; a ``load`` edge
+    captures its outputs, which come out on ``do`` a bit per ``clk`` edge — across the
+    enable tree's groups (40 and 42 bits: two groups each, the second partial)."""
+    design = _Times3()
+    pins = SimpleNamespace(clk=io.SimulationPort("i", 1), di=io.SimulationPort("i", 1),
+                           load=io.SimulationPort("i", 1), do=io.SimulationPort("o", 1))
+    top = Module()
+    top.submodules.design = design
+    top.submodules.scan = bridge = ScanBridge(design, pins)
+    assert (bridge.in_bits, bridge.out_bits) == (40, 42)
+    value = 0xB7_1234_5ACE
+    got = []
+
+    async def tb(ctx):
+        async def pulse(pin):
+            ctx.set(pin.i, 1)
+            await ctx.tick().repeat(6)
+            ctx.set(pin.i, 0)
+            await ctx.tick().repeat(6)
+
+        for bit in range(40):  # the first bit in ends at the chain's far end: bit 0
+            ctx.set(pins.di.i, (value >> bit) & 1)
+            await pulse(pins.clk)
+        assert ctx.get(design.a) == value
+        await pulse(pins.load)
+        for _ in range(42):
+            got.append(ctx.get(pins.do.o))
+            await pulse(pins.clk)
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert sum(b << i for i, b in enumerate(got)) == value * 3

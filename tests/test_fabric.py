@@ -2,16 +2,22 @@
 row to its owner, the P slices merged) and gather (every row to every chip, each its
 lanes, in row order), on crossbar and serial links (flits narrower than a value and
 not dividing a row, latency, few credits), with random idle sources, random ready
-destinations and random link stalls, over several transfers in a row."""
+destinations and random link stalls, over several transfers in a row; and the same
+all-to-all with a chip per board, each in its own clock, joined through the board
+tops' serial bridges pin to pin."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from amaranth.lib import data
+from amaranth import ClockDomain, ClockSignal, DomainRenamer, Module
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import CHIP_PRESETS, FabricConfig, SystemConfig
-from mixgcn.hdl.fabric import ExchangeFabric, FabricMode, Link
+from mixgcn.hdl.board import SerialBridge
+from mixgcn.hdl.fabric import ExchangeFabric, FabricEnd, FabricMode, Link, route_layout
+from mixgcn.hdl.output_stage import output_layout
 from mixgcn.host.sharding import column_slices
 from tests.test_hdl_components import receive, run, send
 
@@ -47,10 +53,13 @@ def expected(mode: FabricMode, rows: list[np.ndarray], slices, P: int):
 
 
 def fabric_bench(config: SystemConfig, transfers, *, seed: int, idle: float, ready: float,
-                 stall: float):
-    """Run ``transfers`` ([(mode, N, F)]) one after the other and check every row."""
+                 stall: float, dut=None, clocks=None):
+    """Run ``transfers`` ([(mode, N, F)]) one after the other and check every row.
+    ``dut``: a fabric with :class:`ExchangeFabric`'s ports (default: one), chip p's
+    ports in domain ``dut.domains[p]``; ``clocks``: ``{domain: period}``."""
     P, L = config.chips, config.chip.lanes
-    dut = ExchangeFabric(config)
+    dut = ExchangeFabric(config) if dut is None else dut
+    domains = getattr(dut, "domains", ["sync"] * P)
     lay = dut.row_layout
     rng = np.random.default_rng(seed)
     plan = []
@@ -68,9 +77,10 @@ def fabric_bench(config: SystemConfig, transfers, *, seed: int, idle: float, rea
         async def tb(ctx):
             for t, (_mode, _slices, rows, _) in enumerate(plan):
                 while phase[t] < 2 * P:  # a route holds until every chip has it all
-                    await ctx.tick()
+                    await ctx.tick(domains[p])
                 items = [_row(lay, v, i == len(rows[p]) - 1) for i, v in enumerate(rows[p])]
-                await send(ctx, dut.src[p], items, np.random.default_rng(seed + p), idle)
+                await send(ctx, dut.src[p], items, np.random.default_rng(seed + p), idle,
+                           domain=domains[p])
                 phase[t + 1] += 1
         return tb
 
@@ -78,10 +88,10 @@ def fabric_bench(config: SystemConfig, transfers, *, seed: int, idle: float, rea
         async def tb(ctx):
             for t, (_, _, _, want) in enumerate(plan):
                 while phase[t] < 2 * P:
-                    await ctx.tick()
+                    await ctx.tick(domains[q])
                 got = await receive(ctx, dut.dst[q], len(want[q]),
                                     np.random.default_rng(seed + 100 + q), ready,
-                                    limit=40_000)
+                                    limit=40_000, domain=domains[q])
                 for i, (word, (values, last)) in enumerate(zip(got, want[q], strict=True)):
                     assert word == _row(lay, values, last), (
                         f"transfer {t}, chip {q}, row {i}: got "
@@ -95,16 +105,19 @@ def fabric_bench(config: SystemConfig, transfers, *, seed: int, idle: float, rea
                                 "count": [n for _, n in slices]})
             phase[t] = 2 * P
             while phase[t + 1] < 2 * P:
-                await ctx.tick()
+                await ctx.tick(domains[0])
+        if hasattr(dut, "overrun"):  # sticky, through a synchroniser: a few cycles on
+            await ctx.tick(domains[0]).repeat(8)
+            assert ctx.get(dut.overrun) == 0, f"a bridge overran: {ctx.get(dut.overrun):b}"
 
     async def stalls(ctx):
         r = np.random.default_rng(seed + 7)
         while True:
             ctx.set(dut.stall, int(sum(1 << i for i in range(P * P) if r.random() < stall)))
-            await ctx.tick()
+            await ctx.tick(domains[0])
 
     run(dut, control, *(source(p) for p in range(P)), *(sink(q) for q in range(P)),
-        background=[stalls])
+        background=[stalls], clocks=clocks)
     return dut
 
 
@@ -145,3 +158,77 @@ def test_a_serial_link_sends_only_the_chunks_its_lanes_touch():
         assert ctx.get(link.flits) == 12
 
     run(link, tb, check)
+
+
+# ------------------------------------------------------------- a chip per board
+
+
+class BoardsOnPins(wiring.Component):
+    """P chips' fabric ends as the board tops join them: each on its own board with its
+    own clock (domain ``c<p>``), a :class:`SerialBridge` per other board, each board's
+    link pins wired to the other's, the clock forwarded inverted (domain ``rx<p>_<q>``:
+    chip q's clock as board p sees it). The ports are :class:`ExchangeFabric`'s;
+    ``overrun[p·P + q]``: board p's bridge to q overran (it must not)."""
+
+    def __init__(self, config: SystemConfig):
+        P, L, W = config.chips, config.chip.lanes, config.chip.sae.width
+        self.config, self.row_layout = config, output_layout(W, L)
+        self.domains = [f"c{p}" for p in range(P)]
+        super().__init__({
+            "route": In(route_layout(P, L)),
+            "src": In(stream.Signature(self.row_layout)).array(P),
+            "dst": Out(stream.Signature(self.row_layout)).array(P),
+            "stall": In(P * P), "overrun": Out(P * P),
+        })
+        self.ends = [FabricEnd(config, p) for p in range(P)]
+        self.bridges = {(p, q): SerialBridge(width=config.link_width(p, q),
+                                             credits=config.link_credits(p, q),
+                                             peer_credits=config.link_credits(q, p),
+                                             rx_domain=f"rx{p}_{q}")
+                        for p in range(P) for q in range(P) if p != q}
+
+    def elaborate(self, platform):
+        m = Module()
+        P = self.config.chips
+        for p, end in enumerate(self.ends):
+            m.domains += ClockDomain(f"c{p}")
+            m.submodules[f"end_{p}"] = DomainRenamer({"sync": f"c{p}"})(end)
+            m.d.comb += [end.route.eq(self.route),
+                         end.stall.eq(self.stall[p * P:(p + 1) * P])]
+            wiring.connect(m, wiring.flipped(self.src[p]), end.src)
+            wiring.connect(m, end.dst, wiring.flipped(self.dst[p]))
+        for (p, q), bridge in self.bridges.items():
+            m.domains += ClockDomain(f"rx{p}_{q}")
+            m.d.comb += ClockSignal(f"rx{p}_{q}").eq(~ClockSignal(f"c{q}"))
+            m.submodules[f"bridge_{p}_{q}"] = DomainRenamer({"sync": f"c{p}"})(bridge)
+            wiring.connect(m, getattr(self.ends[p], f"to_{q}"), bridge.to_peer)
+            wiring.connect(m, bridge.from_peer, getattr(self.ends[p], f"from_{q}"))
+            m.d.comb += [bridge.rx.eq(self.bridges[q, p].tx),
+                         self.overrun[p * P + q].eq(bridge.overrun)]
+        return m
+
+
+# periods far apart (real boards differ by parts per million): every crossing's
+# phase comes up, and a faster sender meets a slower receiver both ways
+BOARD_PERIODS = (10e-9, 13.1e-9, 7.3e-9)
+
+
+@pytest.mark.parametrize("kind", ["serial", "serial-odd"])
+@pytest.mark.parametrize("P", [2, 3])
+def test_boards_joined_on_pins_move_every_row_in_their_own_clocks(kind, P):
+    config = SystemConfig(chip=TINY, chips=P, fabric=FABRICS[kind])
+    dut = BoardsOnPins(config)
+    transfers = [(FabricMode.SCATTER, 11, 4), (FabricMode.GATHER, 10, 3),
+                 (FabricMode.SCATTER, 7, P), (FabricMode.GATHER, P, 4)]
+    fabric_bench(config, transfers, seed=P * 20 + len(kind), idle=0.3, ready=0.6,
+                 stall=0.2, dut=dut, clocks=dict(zip(dut.domains, BOARD_PERIODS[:P], strict=True)))
+
+
+def test_boards_on_pins_at_full_speed_never_overrun():
+    """No idle, always ready, no stalls: every link as busy as its credits let it, and
+    no bridge's FIFO overruns (its depth is the words that can be in flight)."""
+    config = SystemConfig(chip=TINY, chips=3, fabric=FABRICS["serial"])
+    dut = BoardsOnPins(config)
+    fabric_bench(config, [(FabricMode.SCATTER, 23, 4), (FabricMode.GATHER, 21, 4)],
+                 seed=5, idle=0.0, ready=1.0, stall=0.0, dut=dut,
+                 clocks=dict(zip(dut.domains, BOARD_PERIODS, strict=True)))

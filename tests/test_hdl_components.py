@@ -33,20 +33,20 @@ def _raw(port):
     return port.as_value() if isinstance(port, data.View) else port
 
 
-async def send(ctx, strm, items, rng, idle=0.0):
+async def send(ctx, strm, items, rng, idle=0.0, domain="sync"):
     """Drive ``items`` on ``strm``, idling at random between them; valid stays up until a
     clock edge sees ready (the stream rules)."""
     for item in items:
         while rng.random() < idle:
-            await ctx.tick()
+            await ctx.tick(domain)
         ctx.set(_raw(strm.payload), item)
         ctx.set(strm.valid, 1)
-        await ctx.tick().until(strm.ready)
+        await ctx.tick(domain).until(strm.ready)
         ctx.set(strm.valid, 0)
 
 
 async def receive(ctx, strm, count, rng, ready=1.0, got=None, clock=None, stamps=None,
-                  limit=20_000):
+                  limit=20_000, domain="sync"):
     """Take ``count`` transfers from ``strm`` (as ints), ready at random, within
     ``limit`` cycles; with ``clock``, note its value at each transfer in ``stamps``."""
     got = [] if got is None else got
@@ -55,7 +55,7 @@ async def receive(ctx, strm, count, rng, ready=1.0, got=None, clock=None, stamps
             break
         r = rng.random() < ready
         ctx.set(strm.ready, int(r))
-        *_, valid, payload = await ctx.tick().sample(strm.valid, strm.payload)
+        *_, valid, payload = await ctx.tick(domain).sample(strm.valid, strm.payload)
         if r and valid:
             got.append(_bits(payload))
             if clock is not None:
@@ -66,10 +66,12 @@ async def receive(ctx, strm, count, rng, ready=1.0, got=None, clock=None, stamps
     return got
 
 
-def run(dut, *testbenches, background=()):
-    """Simulate until the ``testbenches`` end (they time out themselves)."""
+def run(dut, *testbenches, background=(), clocks=None):
+    """Simulate until the ``testbenches`` end (they time out themselves); ``clocks``:
+    ``{domain: period}`` (default: ``sync`` only)."""
     sim = Simulator(dut)
-    sim.add_clock(PERIOD)
+    for domain, period in (clocks or {"sync": PERIOD}).items():
+        sim.add_clock(period, domain=domain)
     for tb in background:
         sim.add_testbench(tb, background=True)
     for tb in testbenches:

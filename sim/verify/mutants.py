@@ -38,6 +38,7 @@ class Mutant:
 _UNITS = "tests/test_hdl_units.py"
 _PARTS = "tests/test_hdl_components.py"
 _FORMAL = "tests/test_formal.py::test_proof"
+_FABRIC = "tests/test_fabric.py"
 
 MUTANTS = [
     Mutant("rounding", "hdl/output_stage.py",
@@ -132,6 +133,20 @@ MUTANTS = [
            "feed.last.eq(self.drain_row + 1 == self.k)", "feed.last.eq(self.drain_row == self.k)",
            (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
            "an Xᵀ·G tile's last row is not marked last"),
+    Mutant("link-credit", "hdl/fabric.py",
+           "m.d.sync += credit.eq(credit - send + self.wire.credit)",
+           "m.d.sync += credit.eq(credit - send)",
+           (f"{_FABRIC}::test_fabric_at_full_speed",),
+           "a link never gets its credits back: it stalls after its receiver's buffer"),
+    Mutant("bridge-depth", "hdl/board.py",
+           "self.depth = credits + peer_credits", "self.depth = max(credits, peer_credits) // 2",
+           (f"{_FABRIC}::test_boards_on_pins_at_full_speed_never_overrun",),
+           "a board's incoming FIFO is shallower than the words that can be in flight"),
+    Mutant("bridge-credit", "hdl/board.py",
+           "self.to_peer.credit.eq(fifo.r_rdy & word.credit)",
+           "self.to_peer.credit.eq(fifo.r_rdy & word.valid)",
+           (f"{_FABRIC}::test_boards_on_pins_at_full_speed_never_overrun",),
+           "a board counts the other's flits as credits of its own link"),
 ]
 
 

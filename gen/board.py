@@ -331,11 +331,11 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     check_tools(board)
     per_board = 1 if fabric == "serial" else chips
     check_fits(board, chip, per_board)
-    try:
-        config = SystemConfig(chip=chip, chips=chips, fabric=FABRIC_PRESETS[fabric])
-    except ConfigError as e:
-        raise BoardError(str(e)) from None
     if fabric == "serial":
+        try:
+            config = SystemConfig(chip=chip, chips=chips, fabric=FABRIC_PRESETS[fabric])
+        except ConfigError as e:
+            raise BoardError(str(e)) from None
         link_bundles(board, _platform(board), 0, chips)  # enough pins, before any build
 
     def one(design, out: Path, label: str) -> dict:
@@ -345,9 +345,12 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
 
     if fabric == "crossbar":
         progress(f"[{board_name}] elaborating {chips} x {chip_name} ...")
+        try:
+            design = design_for(chip, chips)
+        except ConfigError as e:
+            raise BoardError(str(e)) from None
         report = {"board": board_name, "device": board.device, "chips": chips,
-                  "chip": chip_name, "fabric": fabric, **one(design_for(chip, chips), out,
-                                                             board_name)}
+                  "chip": chip_name, "fabric": fabric, **one(design, out, board_name)}
     else:
         from mixgcn.hdl.system import SystemNode
 

@@ -143,10 +143,15 @@ class AggregationPipeline(wiring.Component):
     the buffer (``gather``), multiplies, and sums each row into an accumulator that
     leaves on ``feed`` toward the output stage.
 
-    A beat is taken (``accept``) when it and its mask (for a row-ending beat with
-    ``mask_en``) are there, every row it gathers is loaded (while the loader is
-    ``filling`` this bank: ``col < loaded``) and, for a row-ending beat, the output path
-    has ``credit`` (``commit`` spends it; ``row`` marks the beat that ends a row).
+    A beat from ``csr`` first waits in a register (``held``), which takes it while
+    ``active`` once every row it gathers is loaded (while the loader is ``filling``
+    this bank: ``col < loaded``; ``loaded`` only grows, so the check stays true). The
+    comparison thus ends at a register, not in the handshake: on an FPGA it was the
+    slowest path of the small chip. The held beat is taken (``accept``) when its mask
+    (for a row-ending beat with ``mask_en``) is there and, for a row-ending beat, the
+    output path has ``credit`` (``commit`` spends it; ``row`` marks the beat that ends
+    a row). A new beat enters ``held`` in the cycle the last one is accepted, but for
+    the command's last.
     Latency: a row's sum reaches ``feed`` five cycles after its last beat is taken: s1,
     the gathered rows arrive; g, they are registered (the multipliers' operands); s2,
     products; s3, the beat's partial sums — ``lo``, pairs
@@ -175,15 +180,27 @@ class AggregationPipeline(wiring.Component):
         c = self.config
         L, E = c.lanes, c.edges
         m = Module()
-        beat = self.csr.payload
-        need_mask = self.mask_en & beat.last
-        loaded = Cat(*((e >= beat.count) | (beat.col[e] < self.loaded)
+        arriving = self.csr.payload
+        loaded = Cat(*((e >= arriving.count) | (arriving.col[e] < self.loaded)
                        for e in range(E))).all()
-        inputs_ok = self.csr.valid & (~need_mask | self.mask.valid) & (~self.filling | loaded)
+        beat = Signal.like(arriving)
+        held = Signal()
+        # not past the command's last row: the next command's beats are checked in its
+        # own context (its bank, its fill)
+        ends = beat.last & self.final
+        m.d.comb += self.csr.ready.eq(self.active & (~held | (self.accept & ~ends))
+                                      & (~self.filling | loaded))
+        with m.If(self.csr.valid & self.csr.ready):
+            m.d.sync += [beat.eq(arriving), held.eq(1)]
+        with m.Elif(self.accept):
+            m.d.sync += held.eq(0)
+
+        need_mask = self.mask_en & beat.last
+        inputs_ok = held & (~need_mask | self.mask.valid)
         room = ~beat.last | self.credit
         m.d.comb += [self.accept.eq(self.active & inputs_ok & room),
                      self.waiting.eq(inputs_ok & ~room), self.row.eq(self.accept & beat.last),
-                     self.csr.ready.eq(self.accept), self.mask.ready.eq(self.accept & need_mask),
+                     self.mask.ready.eq(self.accept & need_mask),
                      self.commit.eq(self.row)]
         for e in range(E):
             m.d.comb += self.gather.addr[e].eq(Mux(self.bank, c.max_nodes, 0) + beat.col[e])

@@ -330,6 +330,17 @@ SLAY = SAELayouts(SAE)
 @pytest.mark.parametrize(("idle", "ready"), [(0.0, 1.0), (0.4, 1.0), (0.0, 0.4), (0.4, 0.4)])
 @pytest.mark.parametrize("follow", [False, True])
 def test_sae_against_golden(idle, ready, follow):
+    sae_bench(idle, ready, follow)
+
+
+def test_sae_follows_slow_loads_across_commands():
+    """Loads far slower than the SpMMs that follow them: each SpMM's beats wait for
+    their rows, and the next command's first beat is checked against its own bank's
+    fill, not the previous command's (the beats of all commands come in one stream)."""
+    sae_bench(0.0, 1.0, True, x_idle=0.9)
+
+
+def sae_bench(idle, ready, follow, x_idle=None):
     rng = np.random.default_rng(int(idle * 10 + ready * 100 + follow))
     n, k = 30, 26
     dense = np.where(rng.random((n, k)) < 0.2, rng.integers(-3000, 3000, (n, k)), 0)
@@ -357,11 +368,12 @@ def test_sae_against_golden(idle, ready, follow):
             row = SLAY.out_layout.from_bits(w)
             got.append([int(v) for v in row.data] + [int(row.last)])
 
-    def source(strm, words):
+    def source(strm, words, idle=idle):
         async def tb(ctx):
             await send(ctx, strm, words, rng, idle)
         return tb
 
-    run(dut, sink, background=[source(dut.cmd, cmds), source(dut.x, xs),
+    run(dut, sink, background=[source(dut.cmd, cmds),
+                               source(dut.x, xs, idle if x_idle is None else x_idle),
                                source(dut.csr, beats), source(dut.mask, masks)])
     assert got == want  # the rows golden's output stage gives (sae_model.make_spmm_jobs)

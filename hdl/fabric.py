@@ -97,6 +97,16 @@ def _slice_chunks(lanes: int, value_width: int, width: int, lo, count):
     return first_tab[lo], end_tab[lo + count], at
 
 
+def _link_end(end: wiring.Component, lanes: int, value_width: int, width: int,
+              credits: int, members: dict) -> None:
+    """What both ends of a link know: its geometry, and the slice (``lo``, ``count``)
+    it carries; ``members``: the end's own ports."""
+    end.lanes, end.value_width, end.width, end.credits = lanes, value_width, width, credits
+    end.chunks = -(-lanes * value_width // width)
+    wiring.Component.__init__(end, {**members, "lo": In(range(lanes)),
+                                    "count": In(range(lanes + 1))})
+
+
 class LinkSender(wiring.Component):
     """A link's sending end: rows in (``i``), each as the flits of its lanes
     ``lo … lo + count - 1`` (the other lanes are dropped), one a cycle while it holds
@@ -106,15 +116,9 @@ class LinkSender(wiring.Component):
 
     def __init__(self, *, lanes: int, value_width: int, width: int, credits: int):
         self.row_layout = output_layout(value_width, lanes)
-        self.lanes, self.value_width, self.width, self.credits = (lanes, value_width,
-                                                                  width, credits)
-        self.chunks = -(-lanes * value_width // width)
-        super().__init__({
-            "i": In(stream.Signature(self.row_layout)),
-            "wire": Out(LinkWire(width)),
-            "lo": In(range(lanes)), "count": In(range(lanes + 1)),
-            "stall": In(1), "flits": Out(32),
-        })
+        _link_end(self, lanes, value_width, width, credits, {
+            "i": In(stream.Signature(self.row_layout)), "wire": Out(LinkWire(width)),
+            "stall": In(1), "flits": Out(32)})
 
     def elaborate(self, platform):
         m = Module()
@@ -158,14 +162,8 @@ class LinkReceiver(wiring.Component):
 
     def __init__(self, *, lanes: int, value_width: int, width: int, credits: int):
         self.row_layout = output_layout(value_width, lanes)
-        self.lanes, self.value_width, self.width, self.credits = (lanes, value_width,
-                                                                  width, credits)
-        self.chunks = -(-lanes * value_width // width)
-        super().__init__({
-            "wire": In(LinkWire(width)),
-            "o": Out(stream.Signature(self.row_layout)),
-            "lo": In(range(lanes)), "count": In(range(lanes + 1)),
-        })
+        _link_end(self, lanes, value_width, width, credits, {
+            "wire": In(LinkWire(width)), "o": Out(stream.Signature(self.row_layout))})
 
     def elaborate(self, platform):
         m = Module()

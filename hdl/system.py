@@ -42,6 +42,15 @@ class ChipPorts(wiring.Signature):
         })
 
 
+def connect_chip(m: Module, chip: Chip, ports) -> None:
+    """A chip's host ports (those of :class:`ChipPorts`) to ``ports``, a component's."""
+    wiring.connect(m, wiring.flipped(ports.desc), chip.desc)
+    wiring.connect(m, chip.status, wiring.flipped(ports.status))
+    wiring.connect(m, chip.memory, wiring.flipped(ports.memory))
+    wiring.connect(m, chip.counters, wiring.flipped(ports.counters))
+    m.d.comb += [ports.error.eq(chip.error), ports.idle.eq(chip.idle)]
+
+
 class System(wiring.Component):
     """``config.chips`` chips and their fabric (module docstring). ``stall`` and
     ``flits`` are the fabric's (:class:`~mixgcn.hdl.fabric.ExchangeFabric`)."""
@@ -67,14 +76,9 @@ class System(wiring.Component):
                      self.flits.eq(fabric.flits)]
         for p, chip in enumerate(self.chip_list):
             m.submodules[f"chip{p}"] = chip
-            ports = self.chips[p]
-            wiring.connect(m, wiring.flipped(ports.desc), chip.desc)
-            wiring.connect(m, chip.status, wiring.flipped(ports.status))
-            wiring.connect(m, chip.memory, wiring.flipped(ports.memory))
+            connect_chip(m, chip, self.chips[p])
             wiring.connect(m, chip.xchg_o, fabric.src[p])
             wiring.connect(m, fabric.dst[p], chip.xchg_i)
-            wiring.connect(m, chip.counters, wiring.flipped(ports.counters))
-            m.d.comb += [ports.error.eq(chip.error), ports.idle.eq(chip.idle)]
         return m
 
 
@@ -104,14 +108,10 @@ class SystemNode(wiring.Component):
         m = Module()
         m.submodules.chip = chip = self.chip
         m.submodules.fabric_end = end = self.end
-        wiring.connect(m, wiring.flipped(self.desc), chip.desc)
-        wiring.connect(m, chip.status, wiring.flipped(self.status))
-        wiring.connect(m, chip.memory, wiring.flipped(self.memory))
-        wiring.connect(m, chip.counters, wiring.flipped(self.counters))
+        connect_chip(m, chip, self)
         wiring.connect(m, chip.xchg_o, end.src)
         wiring.connect(m, end.dst, chip.xchg_i)
-        m.d.comb += [self.error.eq(chip.error), self.idle.eq(chip.idle),
-                     end.route.eq(self.route), self.flits.eq(end.flits)]
+        m.d.comb += [end.route.eq(self.route), self.flits.eq(end.flits)]
         for q in self.peers:
             wiring.connect(m, getattr(end, f"to_{q}"), wiring.flipped(getattr(self, f"to_{q}")))
             wiring.connect(m, wiring.flipped(getattr(self, f"from_{q}")),

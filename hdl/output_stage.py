@@ -34,6 +34,7 @@ class OutputStage(wiring.Component):
 
     A pipeline of :attr:`stages` registers, one step of the arithmetic each, so no
     path holds more than one wide carry chain or one shifter (the chip's clock): the
+    row and the masks of the bits its shift drops (functions of ``shift`` alone); the
     shift with its round and sticky bits and each lane's ``|acc|``; the rounding add;
     ReLU, saturation and mask; then the row's largest ``|acc|``, a comparator level a
     stage. It moves as a whole, a row per cycle, and stops while ``o`` holds a row
@@ -54,9 +55,9 @@ class OutputStage(wiring.Component):
             "last": 1,
         })
         self.out_layout = output_layout(width, lanes)
-        # shift; round; saturate; then the max tree's remaining levels (at least one,
-        # where the row's count of clipped values is added up)
-        self.stages = 3 + max(1, (lanes - 1).bit_length() - 2)
+        # entry; shift; round; saturate; then the max tree's remaining levels (at least
+        # one, where the row's count of clipped values is added up)
+        self.stages = 4 + max(1, (lanes - 1).bit_length() - 2)
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),
@@ -93,32 +94,41 @@ class OutputStage(wiring.Component):
                 m.d.sync += [regs[j].eq(regs[j - 1]) for j in range(1, len(regs))]
             return regs
 
-        # stage 1: the shift, the bits it drops, |acc|; settings travel with the row
-        # bit b of `below` is set when b < shift: the bits shifted out
-        below = Cat(*(self.shift > b for b in range(a)))
-        half = Cat(*(self.shift == b + 1 for b in range(a)))  # the bit worth one half
+        # stage 1: the row and its settings registered, with the masks of the bits the
+        # shift drops (bit b of `below` is set when b < shift) and of the bit worth one
+        # half: functions of the shift alone, whose comparators (carry chains) end here
+        # rather than in front of the wide reductions that use them
         inp = self.i.payload
+        acc0 = [Signal(signed(a), name=f"acc{j}") for j in range(L)]
+        shift0, below, half = Signal.like(self.shift), Signal(a), Signal(a)
+        with m.If(advance):
+            m.d.sync += [acc0[j].eq(inp.acc[j]) for j in range(L)]
+            m.d.sync += [shift0.eq(self.shift),
+                         below.eq(Cat(*(self.shift > b for b in range(a)))),
+                         half.eq(Cat(*(self.shift == b + 1 for b in range(a))))]
+        keep = carry(Cat(*(~self.mask_en | inp.mask[j] for j in range(L))), 1, "keep")
+        relu = carry(self.relu, 1, "relu")
+        last = carry(inp.last, 1, "last")
+
+        # stage 2: the shift, the bits it drops, |acc|
         q1 = [Signal(signed(a), name=f"q{j}") for j in range(L)]
         round1, sticky1 = Signal(L), Signal(L)
         mag1 = [Signal(unsigned(a), name=f"mag{j}") for j in range(L)]
         with m.If(advance):
             for j in range(L):
-                bits = inp.acc[j].as_unsigned()
-                m.d.sync += [q1[j].eq(inp.acc[j] >> self.shift),
+                bits = acc0[j].as_unsigned()
+                m.d.sync += [q1[j].eq(acc0[j] >> shift0),
                              round1[j].eq((bits & half).any()),
                              sticky1[j].eq((bits & below & ~half).any()),
-                             mag1[j].eq(Mux(inp.acc[j][-1], -inp.acc[j], inp.acc[j]))]
-        keep = carry(Cat(*(~self.mask_en | inp.mask[j] for j in range(L))), 1, "keep")
-        relu = carry(self.relu, 1, "relu")
-        last = carry(inp.last, 1, "last")
+                             mag1[j].eq(Mux(acc0[j][-1], -acc0[j], acc0[j]))]
 
-        # stage 2: round half to even
+        # stage 3: round half to even
         r2 = [Signal(signed(a + 1), name=f"r{j}") for j in range(L)]
         with m.If(advance):
             m.d.sync += [r2[j].eq(q1[j] + (round1[j] & (sticky1[j] | q1[j][0])))
                          for j in range(L)]
 
-        # stage 3: ReLU, saturation, mask. A value fits in `w` bits when its bits from
+        # stage 4: ReLU, saturation, mask. A value fits in `w` bits when its bits from
         # w-1 up are all equal (no comparator: a carry chain's worth of time saved)
         out3 = [Signal(signed(w), name=f"out{j}") for j in range(L)]
         clipped3 = Signal(L)
@@ -127,19 +137,19 @@ class OutputStage(wiring.Component):
                 negative, upper = r2[j][-1], r2[j][w - 1:]
                 fits = upper.all() | ~upper.any()
                 too_big = ~fits & ~negative
-                too_small = ~fits & negative & ~relu[1]
-                value = Mux(relu[1] & negative, 0,
+                too_small = ~fits & negative & ~relu[2]
+                value = Mux(relu[2] & negative, 0,
                             Mux(fits, r2[j][:w], Mux(negative, Const(lo, signed(w)),
                                                      Const(hi, signed(w)))))
-                m.d.sync += [out3[j].eq(Mux(keep[1][j], value, 0)),
+                m.d.sync += [out3[j].eq(Mux(keep[2][j], value, 0)),
                              clipped3[j].eq(too_big | too_small)]
-        outs = carry(Cat(*out3), 4, "data")
+        outs = carry(Cat(*out3), 5, "data")
         m.d.comb += [self.o.payload.data.as_value().eq(outs[-1]),
                      self.o.payload.last.eq(last[-1])]
 
-        # the row's largest |acc|: pairs reduced a level a stage, from stage 2 on
+        # the row's largest |acc|: pairs reduced a level a stage, from stage 3 on
         level = mag1
-        for k in range(2, S + 1):
+        for k in range(3, S + 1):
             if len(level) > 1:
                 nxt = [Mux(x > y, x, y) for x, y in zip(level[::2], level[1::2], strict=False)]
                 if len(level) % 2:
@@ -151,11 +161,11 @@ class OutputStage(wiring.Component):
                 m.d.sync += [r.eq(x) for r, x in zip(regs, nxt, strict=True)]
             level = regs
         row_max = level[0]
-        # the row's clipped values, counted at stage 4
+        # the row's clipped values, counted at stage 5
         clipped = Signal(range(L + 1))
         with m.If(advance):
             m.d.sync += clipped.eq(sum(clipped3))
-        clipped_out = carry(clipped, 5, "clipped")[-1] if S >= 5 else clipped
+        clipped_out = carry(clipped, 6, "clipped")[-1] if S >= 6 else clipped
 
         # `clear` acts a cycle late (registered: it comes from an engine's command
         # logic, far away): no row of the new operation can leave that soon

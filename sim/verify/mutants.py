@@ -55,7 +55,7 @@ MUTANTS = [
            (f"{_UNITS}::test_output_stage_at_its_bounds",),
            "no negative output fits: each is clipped to the smallest value"),
     Mutant("relu", "hdl/output_stage.py",
-           "Mux(relu[1] & negative, 0,", "Mux(relu[1], 0,",
+           "Mux(relu[2] & negative, 0,", "Mux(relu[2], 0,",
            (f"{_UNITS}::test_output_stage_at_its_bounds",),
            "ReLU zeroes positive outputs too"),
     Mutant("fence", "hdl/controller.py",

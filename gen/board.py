@@ -247,7 +247,7 @@ def _check_link_pins(board: Board, chips: int) -> None:
                          f"{len(board.link_pins)} free: at most {most} boards")
 
 
-def _bundle(board: Board, position: int, peer: int, chips: int, way: str) -> slice:
+def _bundle(position: int, peer: int, chips: int, way: str) -> slice:
     """Where on board ``position`` the bundle ``way`` ("out"/"in") of its link with
     ``peer`` is, in :attr:`Board.link_pins`."""
     k = [q for q in range(chips) if q != position].index(peer)
@@ -261,8 +261,8 @@ def link_bundles(board: Board, platform, position: int, chips: int) -> dict:
     _check_link_pins(board, chips)
     physical = [platform.connectors[conn, number].mapping[pin]
                 for conn, number, pin in board.link_pins]
-    return {q: (physical[_bundle(board, position, q, chips, "out")],
-                physical[_bundle(board, position, q, chips, "in")])
+    return {q: (physical[_bundle(position, q, chips, "out")],
+                physical[_bundle(position, q, chips, "in")])
             for q in range(chips) if q != position}
 
 
@@ -275,8 +275,8 @@ def cabling(board_name: str, chips: int) -> list[dict]:
     names = [f"{conn}{number} {pin}" if conn == "pmod" else f"{conn} {pin}"
              for conn, number, pin in board.link_pins]
     return [{"from": p, "to": q, "fields": list(LINK_FIELDS),
-             "out": names[_bundle(board, p, q, chips, "out")],
-             "in": names[_bundle(board, q, p, chips, "in")]}
+             "out": names[_bundle(p, q, chips, "out")],
+             "in": names[_bundle(q, p, chips, "in")]}
             for p in range(chips) for q in range(chips) if p != q]
 
 
@@ -298,9 +298,10 @@ def _add_link_resources(board: Board, platform, bundles: dict, width: int,
             platform.add_resources([Resource(name, q, *fields, Attrs(IO_TYPE="LVCMOS33"))])
 
 
-# a link bundle: its forwarded clock, a flit's valid and last, a credit, 8 data bits
+# a link bundle: its forwarded clock, a flit's valid and last, a credit, the flit's data
+# bits (the serial fabric's link width: 8)
 LINK_FIELDS = ("clk", "valid", "last", "credit", "data")
-LINK_PINS = 12
+LINK_PINS = len(LINK_FIELDS) - 1 + FABRIC_PRESETS["serial"].link_width
 
 
 def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int = 1,
@@ -360,11 +361,11 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
                      "(a chip per board) ...")
             boards.append({"position": p, **one(SystemNode(config, p), out / f"board{p}",
                                                 f"{board_name} {p}")})
-        worst = min((b for b in boards), key=lambda b: b["fmax_mhz"] or 0)
+        worst = min(boards, key=lambda b: b["fmax_mhz"] or 0)
         report = {"board": board_name, "device": board.device, "chips": chips,
                   "chip": chip_name, "fabric": fabric,
                   **{k: worst[k] for k in ("lut4", "ff", "dsp", "bram", "fmax_mhz",
-                                           "target_mhz", "timing_met")},
+                                           "target_mhz")},
                   "timing_met": all(b["timing_met"] for b in boards),
                   "seconds_per_stage": {k: round(sum(b["seconds_per_stage"].get(k, 0)
                                                      for b in boards), 1)

@@ -143,16 +143,21 @@ class MACArray(wiring.Component):
 
     A word ``accept``-ed in cycle t (``a``: R values, of which lanes at or past ``k`` −
     ``base`` are zeroed — past the reduction; ``b``: C values, used by ``XTG``; ``mask``:
-    the row's ReLU' bits) enters s1 at t+1;
-    the cells see s1 and ``weights`` (read from the store the cycle before) and add
-    their products three cycles later. ``XW``/``XWT``: a word with ``row_end`` completes
-    an output row, whose C column sums (over the R cells of each column, added by a
-    tree of ⌈log2 R⌉ registered levels) reach ``feed`` at t+5+⌈log2 R⌉ (``first``
-    starts new sums). ``XTG`` (``xtg``): every word adds an outer
-    product into the R × C accumulators (``clear`` zeroes them), and ``drain`` (one
-    cycle) sends accumulator row ``drain_row`` to ``feed`` a cycle later (the last when
-    ``drain_row + 1 == k``). Columns at or past ``mcols`` leave as zeros. ``empty``: no
-    word in flight; ``in_flight``: the rows committed and not yet fed."""
+    the row's ReLU' bits) enters s1 at t+1 and s2 at t+2, beside the weights read from
+    the store in cycle t and registered at t+2 (so no path runs from a block RAM's
+    output to a multiplier, and ``XTG``'s operands take the weights' registers). The
+    cells take s2 and those registers, and their products appear at t+4.
+
+    ``XW``/``XWT``: each column adds its R products in a tree of ⌈log2 R⌉ registered
+    levels (products are 2·width bits, the tree grows a bit a level), then a column
+    accumulator adds the chunks of a row (``first`` starts a new sum); a word with
+    ``row_end`` completes an output row, whose C sums reach ``feed`` at
+    t+5+⌈log2 R⌉. ``XTG`` (``xtg``): every word adds an outer product into the R × C
+    cells' accumulators (``clear`` zeroes them); ``drain`` (one cycle) sends
+    accumulator row 0 to ``feed`` a cycle later and moves every row up one, so the
+    j-th drain sends row j (the last when ``drain_row + 1 == k``). Columns at or past
+    ``mcols`` leave as zeros. ``empty``: no word in flight; ``in_flight``: the rows
+    committed and not yet fed."""
 
     def __init__(self, c: DCEConfig, in_layout):
         self.config = c
@@ -166,44 +171,47 @@ class MACArray(wiring.Component):
             "base": In(range(c.max_k + R + 1)), "k": In(range(c.max_k + 1)),
             "drain": In(1), "drain_row": In(range(R + 1)),
             "feed": Out(stream.Signature(in_layout, always_ready=True)), "empty": Out(1),
-            "in_flight": Out(range(6 + (R - 1).bit_length())),
+            "in_flight": Out(range(7 + (R - 1).bit_length())),
         })
 
     def elaborate(self, platform):
         c = self.config
         R, C = c.rows, c.cols
         m = Module()
-        cells = [[MACCell(c.width, c.acc_width) for _ in range(C)] for _ in range(R)]
-        s1_valid, s1_first, s1_row_end, s1_last = Signal(), Signal(), Signal(), Signal()
+
+        # s1, s2: the word and its flags; weights: the store's output, or the Xᵀ·G
+        # gradient row in its place, registered beside s2
+        s1_valid, s1_first, s1_end, s1_last = Signal(), Signal(), Signal(), Signal()
         s1_a, s1_b, s1_mask = Signal.like(self.a), Signal.like(self.b), Signal(C)
         m.d.sync += [s1_valid.eq(self.accept), s1_first.eq(self.first),
-                     s1_row_end.eq(self.row_end), s1_last.eq(self.last)]
+                     s1_end.eq(self.accept & self.row_end), s1_last.eq(self.last)]
         with m.If(self.accept):
             m.d.sync += [s1_a[r].eq(Mux(self.base + r < self.k, self.a[r], 0)) for r in range(R)]
             m.d.sync += [s1_b.eq(self.b), s1_mask.eq(self.mask)]
+        # a word's flags travel beside it: (valid, first, end, last, mask), one register
+        # a cycle, from s1 to the cycle its column sums leave the tree
+        flags = [(s1_valid, s1_first, s1_end, s1_last, s1_mask)]
+        for stage in range(3 + (R - 1).bit_length()):
+            regs = (Signal(name=f"valid{stage + 2}"), Signal(name=f"first{stage + 2}"),
+                    Signal(name=f"end{stage + 2}"), Signal(name=f"last{stage + 2}"),
+                    Signal(C, name=f"mask{stage + 2}"))
+            m.d.sync += [reg.eq(v) for reg, v in zip(regs, flags[-1], strict=True)]
+            flags.append(regs)
+        s2_a, weights = Signal.like(self.a), Signal.like(self.weights)
+        m.d.sync += [s2_a.eq(s1_a), weights.eq(Mux(self.xtg, Cat(*([s1_b] * R)), self.weights))]
+
+        cells = [[MACCell(c.width, c.acc_width) for _ in range(C)] for _ in range(R)]
         for r in range(R):
             for x in range(C):
                 m.submodules[f"mac{r}_{x}"] = cell = cells[r][x]
-                m.d.comb += [cell.a.eq(s1_a[r]),
-                             cell.b.eq(Mux(self.xtg, s1_b[x], self.weights[r][x])),
-                             cell.en.eq(s1_valid), cell.first.eq(s1_first),
-                             cell.clear.eq(self.clear)]
+                m.d.comb += [cell.a.eq(s2_a[r]), cell.b.eq(weights[r][x]),
+                             cell.en.eq(flags[1][0] & self.xtg), cell.clear.eq(self.clear),
+                             cell.shift.eq(self.drain),
+                             cell.below.eq(cells[r + 1][x].acc if r + 1 < R else 0)]
 
-        # a word's product reaches the accumulators three cycles after s1 (the cells'
-        # latency); a row's end travels alongside
-        s2_valid = Signal()
-        s2_end, s3_end, s4_end, s2_last, s3_last, s4_last = (Signal() for _ in range(6))
-        s2_mask, s3_mask, s4_mask = Signal(C), Signal(C), Signal(C)
-        m.d.sync += [s2_valid.eq(s1_valid),
-                     s2_end.eq(s1_valid & s1_row_end), s3_end.eq(s2_end), s4_end.eq(s3_end),
-                     s2_last.eq(s1_last), s3_last.eq(s2_last), s4_last.eq(s3_last),
-                     s2_mask.eq(s1_mask), s3_mask.eq(s2_mask), s4_mask.eq(s3_mask)]
-
-        # a row's column sums: the R accumulators of each column added pairwise, a level
-        # of the tree a cycle (one carry chain a stage), the row's flags alongside
-        level, t_end, t_last, t_mask = [[cells[r][x].acc for r in range(R)] for x in range(C)], \
-            s4_end, s4_last, s4_mask
-        tree_valid = []
+        # products appear three stages after s1; the tree adds one level a stage
+        level = [[cells[r][x].product for r in range(R)] for x in range(C)]
+        depth = 0
         while len(level[0]) > 1:
             nxt = []
             for x in range(C):
@@ -211,34 +219,30 @@ class MACArray(wiring.Component):
                 sums = [a + b for a, b in zip(terms[::2], terms[1::2], strict=False)]
                 if len(terms) % 2:
                     sums.append(terms[-1])
-                regs = [Signal(signed(c.acc_width), name=f"sum{len(tree_valid)}_{x}_{j}")
+                regs = [Signal(signed(2 * c.width + depth + 1), name=f"sum{depth}_{x}_{j}")
                         for j in range(len(sums))]
                 m.d.sync += [reg.eq(v) for reg, v in zip(regs, sums, strict=True)]
                 nxt.append(regs)
-            level = nxt
-            end, last, mask = Signal(), Signal(), Signal(C)
-            m.d.sync += [end.eq(t_end), last.eq(t_last), mask.eq(t_mask)]
-            t_end, t_last, t_mask = end, last, mask
-            tree_valid.append(end)
-        col_sums = [level[x][0] for x in range(C)]
-        m.d.comb += [self.empty.eq(~(s1_valid | s2_valid | s3_end | s4_end
-                                     | Cat(*tree_valid).any())),
-                     self.in_flight.eq((s1_valid & s1_row_end) + s2_end + s3_end + s4_end
-                                       + sum(tree_valid) + self.feed.valid)]
+            level, depth = nxt, depth + 1
+        valid, first, end, last, mask = flags[-1]
 
+        # the column accumulators add a row's chunks; the row's last chunk's sum leaves
+        col_acc = [Signal(signed(c.acc_width), name=f"col_acc{x}") for x in range(C)]
+        col_sum = [Mux(first, 0, col_acc[x]) + level[x][0] for x in range(C)]
+        with m.If(valid):
+            m.d.sync += [col_acc[x].eq(col_sum[x]) for x in range(C)]
+        live = Signal(C)  # the columns inside the operation's output tile
+        m.d.comb += live.eq(Cat(*(x < self.mcols for x in range(C))))
+
+        m.d.comb += [self.empty.eq(~Cat(*(f[0] for f in flags)).any()),
+                     self.in_flight.eq(sum(f[2] for f in flags) + self.feed.valid)]
         feed = self.feed.payload
-        m.d.sync += self.feed.valid.eq(t_end | self.drain)
-        with m.If(t_end):
-            m.d.sync += [feed.acc[x].eq(Mux(x < self.mcols, col_sums[x], 0)) for x in range(C)]
-            m.d.sync += [feed.mask.eq(t_mask), feed.last.eq(t_last)]
+        m.d.sync += self.feed.valid.eq(end | self.drain)
+        with m.If(end):
+            m.d.sync += [feed.acc[x].eq(Mux(live[x], col_sum[x], 0)) for x in range(C)]
+            m.d.sync += [feed.mask.eq(mask), feed.last.eq(last)]
         with m.Elif(self.drain):
-            for x in range(C):
-                row_sel = Signal(signed(c.acc_width), name=f"drain_sel{x}")
-                with m.Switch(self.drain_row):
-                    for r in range(R):
-                        with m.Case(r):
-                            m.d.comb += row_sel.eq(cells[r][x].acc)
-                m.d.sync += feed.acc[x].eq(Mux(x < self.mcols, row_sel, 0))
+            m.d.sync += [feed.acc[x].eq(Mux(live[x], cells[0][x].acc, 0)) for x in range(C)]
             m.d.sync += [feed.mask.eq(0), feed.last.eq(self.drain_row + 1 == self.k)]
         return m
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed
+from amaranth import Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,15 +10,23 @@ __all__ = ["MACCell"]
 
 
 class MACCell(wiring.Component):
-    """``acc ← (first ? 0 : acc) + a·b``, pipelined: the operands are registered, then
-    their product, then it is added — so the multiplier (an FPGA's DSP block) runs from
-    register to register, never from a block RAM's output or a multiplexer.
+    """A multiplier with its own accumulator, pipelined: the operands are registered,
+    then their product, so the multiplier (an FPGA's DSP block) runs from register to
+    register, never from a block RAM's output or a multiplexer.
 
-    Inputs presented in cycle *t* with ``en`` high reach ``acc`` at the end of cycle
-    *t + 2* (three-cycle latency, one operation per cycle). ``first`` starts a new sum
-    (the output-row boundary of ``X·W``); ``clear`` zeroes ``acc`` at once (the start of an
-    ``Xᵀ·G`` reduction) and cancels the operations in flight. Products and sums are exact:
-    ``acc_width`` must hold the longest reduction (checked by the configuration).
+    - ``product``: ``a·b`` of the operands presented two cycles before, every cycle
+      (the array's column trees add these for ``X·W``);
+    - ``acc``: with ``en`` high the product of those operands is added to ``acc`` a
+      cycle after it appears (three-cycle latency, one operation a cycle) — the
+      output-stationary sums of ``Xᵀ·G``;
+    - ``clear`` zeroes ``acc`` at once and cancels the additions in flight;
+    - ``shift`` loads ``acc`` from ``below`` (the cell under it in its column), so a
+      column drains one accumulator a cycle through its neighbours, never through a
+      multiplexer over the whole column. An addition landing in the same cycle wins;
+      the array never asks for both.
+
+    Products and sums are exact: ``acc_width`` must hold the longest reduction
+    (checked by the configuration).
     """
 
     def __init__(self, width: int, acc_width: int):
@@ -27,28 +35,27 @@ class MACCell(wiring.Component):
             "a": In(signed(width)),
             "b": In(signed(width)),
             "en": In(1),
-            "first": In(1),
             "clear": In(1),
+            "shift": In(1),
+            "below": In(signed(acc_width)),
+            "product": Out(signed(2 * width)),
             "acc": Out(signed(acc_width)),
         })
 
     def elaborate(self, platform):
         m = Module()
         a, b = Signal(signed(self.width)), Signal(signed(self.width))
-        o_valid, o_first = Signal(), Signal()
-        product = Signal(signed(2 * self.width))
-        p_valid = Signal()
-        p_first = Signal()
+        o_valid, p_valid = Signal(), Signal()
         m.d.sync += [
             a.eq(self.a), b.eq(self.b),
             o_valid.eq(self.en & ~self.clear),
-            o_first.eq(self.first),
-            product.eq(a * b),
+            self.product.eq(a * b),
             p_valid.eq(o_valid & ~self.clear),
-            p_first.eq(o_first),
         ]
         with m.If(self.clear):
             m.d.sync += self.acc.eq(0)
         with m.Elif(p_valid):
-            m.d.sync += self.acc.eq(Mux(p_first, 0, self.acc) + product)
+            m.d.sync += self.acc.eq(self.acc + self.product)
+        with m.Elif(self.shift):
+            m.d.sync += self.acc.eq(self.below)
         return m

@@ -34,25 +34,30 @@ def test_mac_cell_matches_model():
     lo, hi = fixed.mant_range(16)
     steps = [dict(a=int(rng.choice([lo, hi, rng.integers(lo, hi)])),
                   b=int(rng.choice([lo, hi, rng.integers(lo, hi)])),
-                  en=int(rng.random() < 0.8), first=int(rng.random() < 0.2),
-                  clear=int(rng.random() < 0.05)) for _ in range(400)]
+                  en=int(rng.random() < 0.7), clear=int(rng.random() < 0.05),
+                  shift=int(rng.random() < 0.2),
+                  below=int(rng.integers(-(1 << 39), 1 << 39))) for _ in range(600)]
 
     async def tb(ctx):
-        # in flight: (product, first) of the operands registered last cycle, and of the
-        # product registered last cycle
-        acc, operands, pending = 0, None, None
+        # the products of the operands registered one and two cycles ago, with their en
+        acc, products = 0, [None, None]
         for s in steps:
             for name, v in s.items():
                 ctx.set(getattr(dut, name), v)
             await ctx.tick()
+            landing = products[0]
+            products = [products[1], (s["a"] * s["b"], s["en"])]
             if s["clear"]:
-                acc, operands, pending = 0, None, None
-            else:
-                if pending is not None:
-                    acc = pending[0] + (0 if pending[1] else acc)
-                pending = operands
-                operands = (s["a"] * s["b"], s["first"]) if s["en"] else None
+                acc = 0
+                products = [(products[0][0], 0) if products[0] else None,
+                            (products[1][0], 0)]
+            elif landing is not None and landing[1]:
+                acc += landing[0]
+            elif s["shift"]:
+                acc = s["below"]
             assert ctx.get(dut.acc) == acc
+            if products[0] is not None:  # the product registered at this tick
+                assert ctx.get(dut.product) == products[0][0]
 
     _run(dut, tb)
 

@@ -45,6 +45,7 @@ from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import SAEConfig
+from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.output_stage import (
     ActivityCounters,
     OutputPath,
@@ -215,23 +216,24 @@ class AggregationPipeline(wiring.Component):
             m.d.sync += [s1_val[e].eq(Mux(e < beat.count, beat.val[e], 0)),
                          s1_lo[e].eq(~beat.last | (e < beat.split))]
 
-        # the gathered rows registered: the multipliers run from register to register
+        # the multipliers register the gathered rows and the values (g), then their
+        # products (s2): they run from register to register
         g_valid, g_last, g_final, g_lo, g_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
-        g_val = Signal.like(s1_val)
-        g_data = Signal.like(self.gather.data)
         m.d.sync += [g_valid.eq(s1_valid), g_last.eq(s1_last), g_final.eq(s1_final),
-                     g_lo.eq(s1_lo), g_mask.eq(s1_mask), g_val.eq(s1_val),
-                     g_data.eq(self.gather.data)]
+                     g_lo.eq(s1_lo), g_mask.eq(s1_mask)]
+        prod = []
+        for e in range(E):
+            prod.append([])
+            for lane in range(L):
+                m.submodules[f"mul{e}_{lane}"] = mul = Multiplier(c.width)
+                m.d.comb += [mul.a.eq(self.gather.data[e][lane]), mul.b.eq(s1_val[e])]
+                prod[e].append(mul.product)
 
         s2_valid, s2_last, s2_final, s2_lo, s2_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
-        prod = [[Signal(signed(2 * c.width), name=f"p{e}_{lane}") for lane in range(L)]
-                for e in range(E)]
         m.d.sync += [s2_valid.eq(g_valid), s2_last.eq(g_last), s2_final.eq(g_final),
                      s2_lo.eq(g_lo), s2_mask.eq(g_mask)]
-        m.d.sync += [prod[e][lane].eq(g_data[e][lane] * g_val[e])
-                     for e in range(E) for lane in range(L)]
 
         s3_valid, s3_last, s3_final, s3_mask = Signal(), Signal(), Signal(), Signal(L)
         sum_width = 2 * c.width + E.bit_length()

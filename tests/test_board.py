@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from amaranth import Cat, Module, Signal
+from amaranth.back import rtlil
 from amaranth.hdl import Fragment
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In, Out
@@ -21,6 +22,7 @@ from mixgcn.gen.board import BOARDS, LINK_FIELDS, BoardError, board_plan, build_
 from mixgcn.gen.config import CHIP_PRESETS, FABRIC_PRESETS, SystemConfig
 from mixgcn.hdl.board import ScanBridge, design_bits, ecp5_pll
 from mixgcn.hdl.chip import Chip
+from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.system import SystemNode
 from mixgcn.host.cli import main
 
@@ -254,3 +256,30 @@ def test_the_scan_chain_shifts_inputs_in_and_captured_outputs_out():
     sim.add_testbench(tb)
     sim.run()
     assert sum(b << i for i, b in enumerate(got)) == value * 3
+
+
+def test_an_ecp5_multiplier_is_one_dsp_block_holding_its_registers(tmp_path):
+    """Built for an ECP5 board, a multiplier is one MULT18X18D with its operand and
+    product registers inside: yosys's synth_ecp5 leaves none of it in fabric. (That the
+    block computes what the generic form does is the dsp_multiplier proofs'.) Without
+    an ECP5, or past the block's 18 bits, it stays generic."""
+    ulx3s = board_flow._platform(BOARDS["ulx3s-85f"])
+    (tmp_path / "top.il").write_text(rtlil.convert(Multiplier(16), platform=ulx3s, name="top"))
+    import subprocess
+
+    subprocess.run([board_flow._tool("yosys"), "-q", "-p",
+                    "read_rtlil top.il; synth_ecp5 -top top; write_json top.json"],
+                   cwd=tmp_path, check=True)
+    cells = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["cells"]
+    assert [c["type"] for c in cells.values()] == ["MULT18X18D"]
+    params = next(iter(cells.values()))["parameters"]
+    for reg in ("INPUTA", "INPUTB", "OUTPUT"):
+        assert params[f"REG_{reg}_CLK"] == "CLK0"
+    assert "MULT18X18D" not in rtlil.convert(Multiplier(16), name="top")
+    assert "MULT18X18D" not in rtlil.convert(Multiplier(19), platform=ulx3s, name="top")
+    icebreaker = board_flow._platform(BOARDS["icebreaker"])
+    assert "MULT18X18D" not in rtlil.convert(Multiplier(16), platform=icebreaker, name="top")
+    with pytest.raises(ValueError, match="19-bit multiplier does not fit"):
+        Multiplier(19, target="ecp5")
+    with pytest.raises(ValueError, match="unknown multiplier target 'xilinx'"):
+        Multiplier(16, target="xilinx")

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from mixgcn.sim.verify.formal import prove
-from mixgcn.sim.verify.proofs import PROOFS, proof
+from mixgcn.sim.verify.proofs import PROOFS, models, proof
 
 
 @pytest.mark.formal
 @pytest.mark.parametrize("name", list(PROOFS))
 def test_proof(name, tmp_path):
-    result = prove(name, proof(name), tmp_path, depth=PROOFS[name][1])
+    result = prove(name, proof(name), tmp_path, depth=PROOFS[name][1],
+                    models=models(name))
     assert result.passed, f"{name}: {result.status}: {result.log}"

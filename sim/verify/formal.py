@@ -110,10 +110,12 @@ def _tool(name: str) -> str:
     return found
 
 
-def _sby(directory: Path, name: str, mode: str, depth: int) -> str:
+def _sby(directory: Path, name: str, mode: str, depth: int, models: tuple[Path, ...]) -> str:
+    reads = "".join(f"read_verilog {f.name}\n" for f in models)
+    files = "".join(f"{f}\n" for f in models)
     (directory / f"{name}.sby").write_text(
         f"[options]\nmode {mode}\ndepth {depth}\n\n[engines]\nsmtbmc z3\n\n"
-        f"[script]\nread_rtlil top.il\nprep -top top\n\n[files]\ntop.il\n")
+        f"[script]\n{reads}read_rtlil top.il\nprep -top top\n\n[files]\ntop.il\n{files}")
     env = dict(os.environ)
     # yosys-smtbmc finds z3 on PATH: the z3-solver package puts it beside this Python
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -126,22 +128,23 @@ def _sby(directory: Path, name: str, mode: str, depth: int) -> str:
 
 
 def prove(name: str, proof: Proof, directory: Path, depth: int = 12,
-          cover_depth: int = 24) -> ProofResult:
+          cover_depth: int = 24, models: tuple[Path, ...] = ()) -> ProofResult:
     """Run ``proof`` in ``directory / name``: k-induction ``depth`` cycles deep (a pass
     means the assertions hold in every reachable state), then its covers from reset
-    (``cover_depth`` cycles): a proof that cannot reach them is vacuous."""
+    (``cover_depth`` cycles): a proof that cannot reach them is vacuous. ``models``:
+    Verilog files that define the cells the proof instantiates (an FPGA's blocks)."""
     directory = Path(directory) / name
     directory.mkdir(parents=True, exist_ok=True)
     # the free inputs are known once the proof has elaborated: elaborate, then convert
     fragment = Fragment.get(proof, "formal")  # library FIFOs add their own invariants
     text = rtlil.convert(fragment, name="top", ports=proof.ports, emit_src=False)
     (directory / "top.il").write_text(text)
-    log = _sby(directory, "prove", "prove", depth)
+    log = _sby(directory, "prove", "prove", depth, models)
     status = ("PASS" if "DONE (PASS" in log else "FAIL" if "DONE (FAIL" in log
               else "UNPROVEN" if "DONE (UNKNOWN" in log else "ERROR")
     if status != "PASS":
         return ProofResult(False, status, _failed(log, directory / "prove"), directory)
-    log = _sby(directory, "cover", "cover", cover_depth)
+    log = _sby(directory, "cover", "cover", cover_depth, models)
     if "DONE (PASS" not in log:
         return ProofResult(False, "UNREACHED", _unreached(log, directory / "cover"),
                            directory)

@@ -10,21 +10,26 @@ design drives plus the invariant that keeps it from losing or duplicating data.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
-from amaranth import Signal, unsigned
-from amaranth.hdl import Assert, Assume
+from amaranth import Signal, signed, unsigned
+from amaranth.hdl import Assert, Assume, Cover
 
 from mixgcn.gen.config import ChipConfig, DCEConfig, SAEConfig
 from mixgcn.hdl.chip import ChipLayouts
 from mixgcn.hdl.controller import Controller
 from mixgcn.hdl.dce import DenseCombinationEngine
+from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.memport import StreamReader, StreamWriter
 from mixgcn.hdl.output_stage import OutputPath
 from mixgcn.hdl.router import ExchangeRouter, Route
 from mixgcn.hdl.sae import SparseAggregationEngine
 from mixgcn.sim.verify.formal import Proof, free_inputs, past, stream_rules
 
-__all__ = ["PROOFS", "proof"]
+__all__ = ["PROOFS", "models", "proof"]
+
+# Verilog models of the FPGA blocks that a proof instantiates
+MODELS = Path(__file__).parent / "models"
 
 
 def _count(m, event, width=6, name=None) -> Signal:
@@ -182,6 +187,37 @@ def dense_engine(m, first):
     return _engine(m, first, dce, ("cmd", "a", "b", "mask"), dce.array)
 
 
+def _dsp_multiplier(width: int, *, one_hot: bool = False):
+    def build(m, first):
+        """The ECP5 multiplier (a MULT18X18D with its input and output registers, as
+        models/MULT18X18D.v has it) is the generic one: once reset, both give the
+        same product every cycle, for any operands — so simulating the generic form
+        verifies the board's. At ``width`` bits the operands are sign-extended to the
+        block's 18. A solver proves all operands at small widths; at the engines' width
+        (``one_hot``) one operand has a single bit set, which still reaches every pin
+        of A, B and P."""
+        m.submodules.generic = generic = Multiplier(width, target="generic")
+        m.submodules.dsp = dsp = Multiplier(width, target="ecp5")
+        a, b = Signal(signed(width)), Signal(signed(width))
+        m.d.comb += [generic.a.eq(a), generic.b.eq(b), dsp.a.eq(a), dsp.b.eq(b)]
+        if one_hot:
+            # full width, every pin, where a solver can follow: one operand a single
+            # bit (a power of two, or the most negative value), the other free
+            def single_bit(v):
+                bits = v.as_unsigned()
+                return (bits != 0) & ((bits & (bits - 1)) == 0)
+            m.d.comb += Assume(single_bit(a) | single_bit(b))
+        # the block's registers hold no initial value: from the first cycle after reset
+        with m.If(~first):
+            m.d.comb += Assert(dsp.product == generic.product, "same_product")
+        # the corners of the signed range must pass through (not a vacuous zero)
+        low, high = -(1 << (width - 1)), (1 << (width - 1)) - 1
+        m.d.comb += [Cover(dsp.product == low * low, "most_negative_squared"),
+                     Cover(dsp.product == low * high, "most_negative_times_most_positive")]
+        return [a, b]
+    return build
+
+
 # name -> (builder, induction depth)
 PROOFS = {
     "pipeline_fifo": (pipeline_fifo, 8),
@@ -192,7 +228,15 @@ PROOFS = {
     "controller": (controller, 8),
     "sparse_engine": (sparse_engine, 10),
     "dense_engine": (dense_engine, 10),
+    "dsp_multiplier_5": (_dsp_multiplier(5), 4),
+    "dsp_multiplier_8": (_dsp_multiplier(8), 4),
+    "dsp_multiplier_16_one_hot": (_dsp_multiplier(16, one_hot=True), 4),
 }
+
+
+def models(name: str) -> tuple[Path, ...]:
+    """The Verilog models proof ``name`` needs, for :func:`~.formal.prove`."""
+    return (MODELS / "MULT18X18D.v",) if name.startswith("dsp_multiplier") else ()
 
 
 def proof(name: str) -> Proof:

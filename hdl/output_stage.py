@@ -37,8 +37,12 @@ class OutputStage(wiring.Component):
     row and the masks of the bits its shift drops (functions of ``shift`` alone); the
     shift with its round and sticky bits and each lane's ``|acc|``; the rounding add;
     ReLU, saturation and mask; then the row's largest ``|acc|``, a comparator level a
-    stage. It moves as a whole, a row per cycle, and stops while ``o`` holds a row
-    not taken (``i.ready = ~o.valid | o.ready``); ``busy`` while it holds any row.
+    stage. It moves as a whole, a row per cycle; ``busy`` while it holds any row. With
+    ``stalls`` it stops while ``o`` holds a row not taken (``i.ready = ~o.valid |
+    o.ready``). Without, it never stops (``i.ready`` is 1) and whoever takes ``o``
+    must be ready whenever it is valid, as :class:`OutputPath`'s credit guarantees: on
+    an FPGA the stall was one enable net from the FIFO's state to every flip-flop of
+    the stage, thousands of them.
 
     Statistics for the host's exponent policy, cleared by ``clear``: ``max_abs``, the
     largest ``|acc|`` seen, and ``saturated``, how many outputs were clipped. A row's
@@ -47,8 +51,10 @@ class OutputStage(wiring.Component):
     after it is raised, before any row given after it can leave.
     """
 
-    def __init__(self, *, lanes: int, width: int, acc_width: int, counter_width: int = 32):
+    def __init__(self, *, lanes: int, width: int, acc_width: int, counter_width: int = 32,
+                 stalls: bool = True):
         self.lanes, self.width, self.acc_width = lanes, width, acc_width
+        self.stalls = stalls
         self.in_layout = data.StructLayout({
             "acc": data.ArrayLayout(signed(acc_width), lanes),
             "mask": unsigned(lanes),
@@ -76,7 +82,7 @@ class OutputStage(wiring.Component):
         L, w, a = self.lanes, self.width, self.acc_width
         lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
         S = self.stages
-        advance = ~self.o.valid | self.o.ready
+        advance = ~self.o.valid | self.o.ready if self.stalls else Const(1)
         m.d.comb += self.i.ready.eq(advance)
         valid = [Signal(name=f"v{k}") for k in range(1, S + 1)]  # valid[S-1] is o.valid
         with m.If(advance):
@@ -190,16 +196,22 @@ class OutputPath(wiring.Component):
     (``inflight``) never exceed ``depth``, so when a row reaches ``i`` — a stream with no
     ``ready``: it is always taken — the stage and the FIFO are sure to have room for it.
     The invariant behind it (proved formally): ``inflight`` equals the rows in the
-    engine's pipeline plus ``occupancy``, the rows held by the stage and the FIFO.
+    engine's pipeline plus ``occupancy``, the rows held by the stage and the FIFO. So
+    the FIFO always has room for the row leaving the stage, and the stage never stops
+    (also proved).
     Latency: a row leaves ``o`` ``stage.stages + 1`` cycles after it arrives on ``i``
     at the earliest. ``busy``: the stage holds a row (its statistics are not final).
     """
 
     def __init__(self, *, lanes: int, width: int, acc_width: int, depth: int):
-        self.stage = OutputStage(lanes=lanes, width=width, acc_width=acc_width)
+        self.stage = OutputStage(lanes=lanes, width=width, acc_width=acc_width, stalls=False)
         self.depth = depth
         self.in_layout, self.out_layout = self.stage.in_layout, self.stage.out_layout
-        self.fifo = SyncFIFOBuffered(width=self.out_layout.size, depth=depth)
+        # an entry more than the credit ever fills, so the buffered FIFO's memory has
+        # room whatever its output register holds: the stage's "never stops" then
+        # follows from the credit alone, which the engines' proofs can show (without
+        # it, it holds too, but through the FIFO's internal state)
+        self.fifo = SyncFIFOBuffered(width=self.out_layout.size, depth=depth + 1)
         super().__init__({
             "i": In(stream.Signature(self.in_layout, always_ready=True)),
             "o": Out(stream.Signature(self.out_layout)),

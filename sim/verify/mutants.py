@@ -111,6 +111,11 @@ MUTANTS = [
            "self.credit.eq(self.inflight <= self.depth)",
            (f"{_FORMAL}[output_path]",),
            "the output path grants one row more credit than it has room"),
+    Mutant("output-fifo-room", "hdl/output_stage.py",
+           "depth=depth + 1)", "depth=depth - 1)",
+           (f"{_FORMAL}[output_path]",),
+           "the output FIFO is smaller than the credit: a row leaving the stage, which "
+           "never stops, finds no room and is lost"),
     Mutant("dce-credit", "hdl/dce.py", "path.commit.eq(last_chunk),", "path.commit.eq(0),",
            (f"{_FORMAL}[dense_engine]",),
            "the DCE admits rows without spending credit: a row can be lost"),

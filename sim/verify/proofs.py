@@ -46,14 +46,16 @@ def _fire(s) -> object:
 def output_path(m, first):
     """An engine's output path: a row that arrives is always taken (its input has no
     ready), the credit counts exactly the rows admitted and not yet out (the free
-    space), and the output obeys the stream rules. The environment is an engine: it
+    space), the FIFO always takes the row leaving the stage (which never stops), and
+    the output obeys the stream rules. The environment is an engine: it
     commits a row only with credit, and a committed row arrives a cycle or more later."""
     m.submodules.path = path = OutputPath(lanes=2, width=4, acc_width=10, depth=3)
     pending = Signal(3)  # committed rows not yet arrived: the engine's pipeline
     m.d.sync += pending.eq(pending + path.commit - path.i.valid)
     m.d.comb += [Assume(~path.commit | path.credit), Assume(~path.i.valid | (pending != 0))]
     m.d.comb += [Assert(~path.i.valid | path.stage.i.ready, "row_taken"),
-                 Assert(path.inflight == pending + path.occupancy, "credit_is_free_space")]
+                 Assert(path.inflight == pending + path.occupancy, "credit_is_free_space"),
+                 Assert(~path.stage.o.valid | path.stage.o.ready, "stage_never_stalls")]
     stream_rules(m, path.o, first, Assert, "o")
     return free_inputs(path)
 
@@ -169,7 +171,8 @@ def _engine(m, first, engine, inputs, inner):
     path = engine.path
     m.d.comb += [Assert(path.inflight == inner.in_flight + path.occupancy,
                         "credit_is_free_space"),
-                 Assert(~path.i.valid | path.stage.i.ready, "row_taken")]
+                 Assert(~path.i.valid | path.stage.i.ready, "row_taken"),
+                 Assert(~path.stage.o.valid | path.stage.o.ready, "stage_never_stalls")]
     return free_inputs(engine)
 
 

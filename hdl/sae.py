@@ -153,9 +153,9 @@ class AggregationPipeline(wiring.Component):
     output path has ``credit`` (``commit`` spends it; ``row`` marks the beat that ends
     a row). A new beat enters ``held`` in the cycle the last one is accepted, but for
     the command's last.
-    Latency: a row's sum reaches ``feed`` five cycles after its last beat is taken: s1,
-    the gathered rows arrive; g, they are registered (the multipliers' operands); s2,
-    products; s3, the beat's partial sums — ``lo``, pairs
+    Latency: a row's sum reaches ``feed`` six cycles after its last beat is taken: s1,
+    the gathered rows arrive; r, they are registered; g, the multipliers' operand
+    registers; s2, products; s3, the beat's partial sums — ``lo``, pairs
     before ``split`` (the rest of the row ending here, or the whole beat when none
     does), and ``hi``, pairs after it (the next row's head); then the accumulator.
     ``start`` zeroes the accumulator; ``final`` marks the command's last row; ``empty``:
@@ -173,7 +173,7 @@ class AggregationPipeline(wiring.Component):
             "loaded": In(range(c.max_nodes + 1)), "credit": In(1), "final": In(1),
             "start": In(1),
             "accept": Out(1), "row": Out(1), "commit": Out(1), "waiting": Out(1),
-            "empty": Out(1), "in_flight": Out(range(6)),
+            "empty": Out(1), "in_flight": Out(range(7)),
             "feed": Out(stream.Signature(in_layout, always_ready=True)),
         })
 
@@ -216,18 +216,28 @@ class AggregationPipeline(wiring.Component):
             m.d.sync += [s1_val[e].eq(Mux(e < beat.count, beat.val[e], 0)),
                          s1_lo[e].eq(~beat.last | (e < beat.split))]
 
-        # the multipliers register the gathered rows and the values (g), then their
-        # products (s2): they run from register to register
+        # the gathered rows registered as they leave the buffer (r): a block RAM's
+        # output takes most of a cycle (5.8 ns on an ECP5), so no path runs on from it
+        # into a multiplier
+        r_valid, r_last, r_final, r_lo, r_mask = (
+            Signal(), Signal(), Signal(), Signal(E), Signal(L))
+        r_val, r_data = Signal.like(s1_val), Signal.like(self.gather.data)
+        m.d.sync += [r_valid.eq(s1_valid), r_last.eq(s1_last), r_final.eq(s1_final),
+                     r_lo.eq(s1_lo), r_mask.eq(s1_mask), r_val.eq(s1_val),
+                     r_data.eq(self.gather.data)]
+
+        # the multipliers register their operands (g), then their products (s2): they
+        # run from register to register (inside the DSP blocks on an ECP5)
         g_valid, g_last, g_final, g_lo, g_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
-        m.d.sync += [g_valid.eq(s1_valid), g_last.eq(s1_last), g_final.eq(s1_final),
-                     g_lo.eq(s1_lo), g_mask.eq(s1_mask)]
+        m.d.sync += [g_valid.eq(r_valid), g_last.eq(r_last), g_final.eq(r_final),
+                     g_lo.eq(r_lo), g_mask.eq(r_mask)]
         prod = []
         for e in range(E):
             prod.append([])
             for lane in range(L):
                 m.submodules[f"mul{e}_{lane}"] = mul = Multiplier(c.width)
-                m.d.comb += [mul.a.eq(self.gather.data[e][lane]), mul.b.eq(s1_val[e])]
+                m.d.comb += [mul.a.eq(r_data[e][lane]), mul.b.eq(r_val[e])]
                 prod[e].append(mul.product)
 
         s2_valid, s2_last, s2_final, s2_lo, s2_mask = (
@@ -258,11 +268,11 @@ class AggregationPipeline(wiring.Component):
             m.d.sync += [acc[lane].eq(acc[lane] + lo[lane]) for lane in range(L)]
         with m.If(self.start):
             m.d.sync += [acc[lane].eq(0) for lane in range(L)]
-        m.d.comb += [self.empty.eq(~(s1_valid | g_valid | s2_valid | s3_valid
+        m.d.comb += [self.empty.eq(~(s1_valid | r_valid | g_valid | s2_valid | s3_valid
                                      | self.feed.valid)),
-                     self.in_flight.eq((s1_valid & s1_last) + (g_valid & g_last)
-                                       + (s2_valid & s2_last) + (s3_valid & s3_last)
-                                       + self.feed.valid)]
+                     self.in_flight.eq((s1_valid & s1_last) + (r_valid & r_last)
+                                       + (g_valid & g_last) + (s2_valid & s2_last)
+                                       + (s3_valid & s3_last) + self.feed.valid)]
         return m
 
 

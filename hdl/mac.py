@@ -58,7 +58,7 @@ class Multiplier(wiring.Component):
             m.d.sync += [a.eq(self.a), b.eq(self.b), self.product.eq(a * b)]
             return m
         p = Signal(36)
-        a, b = self.a.as_signed(), self.b.as_signed()
+        a, b = self.a, self.b
         m.submodules.dsp = Instance(
             "MULT18X18D",
             p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_OUTPUT_CLK="CLK0",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -265,8 +266,6 @@ def test_an_ecp5_multiplier_is_one_dsp_block_holding_its_registers(tmp_path):
     an ECP5, or past the block's 18 bits, it stays generic."""
     ulx3s = board_flow._platform(BOARDS["ulx3s-85f"])
     (tmp_path / "top.il").write_text(rtlil.convert(Multiplier(16), platform=ulx3s, name="top"))
-    import subprocess
-
     subprocess.run([board_flow._tool("yosys"), "-q", "-p",
                     "read_rtlil top.il; synth_ecp5 -top top; write_json top.json"],
                    cwd=tmp_path, check=True)

@@ -39,9 +39,11 @@ class UnitTracker(wiring.Component):
     """One unit's descriptor from issue to status record.
 
     ``issue`` (one cycle, only while ``free``) starts an operation: ``busy`` rises and
-    ``seq`` and the time ``now`` are kept. It finishes once its engine has taken the
-    command (``sent``, one cycle; held high for a unit with no engine) and ``expected``
-    rows have moved (``report.row``): ``busy`` falls and ``record`` — the sequence
+    ``seq`` and the time ``now`` are kept; ``none_expected`` must say whether
+    ``expected`` is 0. It finishes once its engine has taken the command (``sent``, one
+    cycle; held high for a unit with no engine) and ``expected`` rows have moved
+    (``report.row``, counted a cycle later: a register takes it from the engine's
+    handshake, far away): ``busy`` falls and ``record`` — the sequence
     number, ``unit``, the cycles from issue to finish and the engine's statistics — waits
     with ``pending`` high until ``take``. ``free``: neither busy nor pending. ``finish``
     is high in the cycle the operation finishes.
@@ -50,7 +52,8 @@ class UnitTracker(wiring.Component):
     def __init__(self, unit: Unit, status_layout, *, counter_width: int, acc_width: int):
         self.unit = unit
         super().__init__({
-            "issue": In(1), "seq": In(32), "expected": In(32), "now": In(counter_width),
+            "issue": In(1), "seq": In(32), "expected": In(32), "none_expected": In(1),
+            "now": In(counter_width),
             "sent": In(1), "report": In(EngineReport(acc_width)), "take": In(1),
             "busy": Out(1), "free": Out(1), "pending": Out(1), "finish": Out(1),
             "record": Out(status_layout),
@@ -60,17 +63,18 @@ class UnitTracker(wiring.Component):
         m = Module()
         # rows still to come, and whether none is: a register, so the finish (which
         # fans out to the routes and the status) has no 32-bit comparison before it
-        sent, left, none_left = Signal(), Signal(32), Signal()
+        sent, left, none_left, row = Signal(), Signal(32), Signal(), Signal()
         t0 = Signal.like(self.now)
+        m.d.sync += row.eq(self.report.row)
         m.d.comb += [self.free.eq(~self.busy & ~self.pending),
                      self.finish.eq(self.busy & sent & none_left)]
         with m.If(self.issue):
             m.d.sync += [self.busy.eq(1), sent.eq(0), left.eq(self.expected),
-                         none_left.eq(self.expected == 0), t0.eq(self.now),
+                         none_left.eq(self.none_expected), t0.eq(self.now),
                          self.record.seq.eq(self.seq), self.record.unit.eq(self.unit)]
         with m.If(self.sent):
             m.d.sync += sent.eq(1)
-        with m.If(self.report.row):
+        with m.If(row):
             m.d.sync += [left.eq(left - 1), none_left.eq(left == 1)]
         with m.If(self.finish):
             m.d.sync += [self.busy.eq(0), self.pending.eq(1),
@@ -85,15 +89,24 @@ class UnitTracker(wiring.Component):
 class Controller(wiring.Component):
     """Issues descriptors in order, each as soon as its unit is free.
 
-    ``desc`` fills a queue of ``desc_depth`` descriptors. The head issues when its unit
-    (:class:`Unit`) is free and, for LOAD/SPMM/GEMM, its engine's command register is
-    empty — and, with ``fence``, once every earlier descriptor has completed. Issuing
-    starts the memory channels it names (``memory``), loads the engine's command
-    register (``sae_cmd``/``dce_cmd``: a stream, held until the engine takes it) and
-    sets the operation's routes (``route``), which are cleared again when it completes.
+    ``desc`` fills a queue of ``desc_depth`` descriptors. Its head moves into a register,
+    decoded (its unit, the rows its tracker will count and whether there are none),
+    and issues from there when its unit (:class:`Unit`) is free and, for
+    LOAD/SPMM/GEMM, its engine's command register is empty — and, with ``fence``, once
+    every earlier descriptor has completed. Issuing takes effect in the next cycle
+    (``dispatch``, a register): it starts the memory channels it names (``memory``),
+    loads the engine's command register (``sae_cmd``/``dce_cmd``: a stream, held until
+    the engine takes it) and sets the operation's routes (``route``), which are
+    cleared again when it completes.
     Completions leave as status records on ``status``, one a cycle (lowest unit first);
     a unit with a record not yet sent takes no new descriptor, so none is lost under
     backpressure. ``sae``, ``load``, ``dce``: the engines' progress and statistics.
+
+    The register takes the next head in the cycle after an issue, so a descriptor
+    issues every other cycle at most — against operations of hundreds of cycles — and
+    the dispatch cycle needs no guard: nothing else can issue in it. In exchange, the
+    decision is a few gates from registers, and its effects (the channels' 32-bit
+    counters, the command registers, the trackers) fan out from a register.
     Counters: ``cycles`` since reset, descriptors ``issued`` and ``completed``.
     """
 
@@ -119,13 +132,23 @@ class Controller(wiring.Component):
         m.submodules.queue = queue = SyncFIFOBuffered(width=self.layouts.desc_layout.size,
                                                       depth=self.desc_depth)
         wiring.connect(m, wiring.flipped(self.desc), queue.w_stream)
-        head = self.layouts.desc_layout(queue.r_stream.payload)
+        # the head, decoded into registers: `staged` holds it
+        fields = self.layouts.desc_layout(queue.r_stream.payload)
+        head, staged = Signal(self.layouts.desc_layout), Signal()
+        expected, none_expected = Signal(32), Signal()
+        rows = Mux((fields.unit == Unit.GEMM) & (fields.op == DCEOp.XTG), fields.k, fields.rows)
+        m.d.comb += queue.r_stream.ready.eq(~staged)
+        with m.If(queue.r_stream.valid & ~staged):
+            m.d.sync += [staged.eq(1), head.eq(fields),
+                         expected.eq(Mux(fields.unit == Unit.FENCE, 0, rows)),
+                         none_expected.eq(Mux(fields.unit == Unit.FENCE, 1, rows == 0))]
         t = {}
         for u in Unit:
             t[u] = m.submodules[f"track_{u.name.lower()}"] = UnitTracker(
                 u, self.layouts.status_layout, counter_width=self.counter_width,
                 acc_width=self.acc_width)
-            m.d.comb += [t[u].now.eq(self.cycles), t[u].seq.eq(self.issued)]
+            m.d.comb += [t[u].now.eq(self.cycles), t[u].seq.eq(self.issued),
+                         t[u].expected.eq(expected), t[u].none_expected.eq(none_expected)]
         for u, report in ((Unit.LOAD, self.load), (Unit.SPMM, self.sae), (Unit.GEMM, self.dce)):
             wiring.connect(m, wiring.flipped(report), t[u].report)
         m.d.comb += t[Unit.FENCE].sent.eq(1)
@@ -139,31 +162,34 @@ class Controller(wiring.Component):
             with m.If(cmd.valid & cmd.ready):
                 m.d.sync += cmd.valid.eq(0)
 
-        engine_free = Mux(head.unit == Unit.GEMM, ~self.dce_cmd.valid,
-                          Mux(head.unit == Unit.FENCE, 1, ~self.sae_cmd.valid))
+        def unit(u):
+            return head.unit == u
+
+        engine_free = ((unit(Unit.GEMM) & ~self.dce_cmd.valid) | unit(Unit.FENCE)
+                       | ((unit(Unit.LOAD) | unit(Unit.SPMM)) & ~self.sae_cmd.valid))
         all_done = ~(t[Unit.LOAD].busy | t[Unit.SPMM].busy | t[Unit.GEMM].busy)
-        unit_free = Signal()
-        with m.Switch(head.unit):
-            for u in Unit:
-                with m.Case(u):
-                    m.d.comb += unit_free.eq(t[u].free)
-        issue = queue.r_stream.valid & unit_free & engine_free & (~head.fence | all_done)
-        m.d.comb += queue.r_stream.ready.eq(issue)
+        unit_free = Cat(*(unit(u) & t[u].free for u in Unit)).any()
+        issue, dispatch = Signal(), Signal()
+        m.d.comb += issue.eq(staged & unit_free & engine_free & (~head.fence | all_done))
+        m.d.sync += dispatch.eq(issue)
         with m.If(issue):
+            m.d.sync += staged.eq(0)
+        with m.If(dispatch):  # `head` still holds the issued descriptor
             m.d.sync += self.issued.eq(self.issued + 1)
-            self._dispatch(m, head, t, sae_owner)
+            self._dispatch(m, head, unit, t, sae_owner)
         self._clear_routes(m, t)
         self._report(m, t)
         m.d.sync += self.cycles.eq(self.cycles + 1)
         m.d.comb += self.idle.eq(all_done & ~t[Unit.FENCE].busy & ~queue.r_stream.valid
+                                 & ~staged & ~dispatch
                                  & ~self.status.valid
                                  & ~(t[Unit.LOAD].pending | t[Unit.SPMM].pending
                                      | t[Unit.GEMM].pending | t[Unit.FENCE].pending))
         return m
 
-    def _dispatch(self, m, head, t, sae_owner):
+    def _dispatch(self, m, head, unit, t, sae_owner):
         """What issuing ``head`` does: start its channels, load its engine's command
-        register, set its routes and its tracker."""
+        register, set its routes and its tracker. ``unit(u)``: the head is for ``u``."""
         mem, route, sc, dc = self.memory, self.route, self.sae_cmd.payload, self.dce_cmd.payload
 
         def start(channel, base, count=None):
@@ -171,40 +197,37 @@ class Controller(wiring.Component):
             if count is not None:
                 m.d.comb += channel.count.eq(count)
 
-        with m.Switch(head.unit):
-            with m.Case(Unit.LOAD):
-                start(mem.x, head.src, Mux(head.from_xchg, 0, head.rows))
-                m.d.sync += [self.sae_cmd.valid.eq(1), sae_owner.eq(Unit.LOAD),
-                             sc.op.eq(SAEOp.LOAD), sc.bank.eq(head.bank), sc.rows.eq(head.rows),
-                             route.x_from_xchg.eq(head.from_xchg)]
-                m.d.comb += [t[Unit.LOAD].issue.eq(1), t[Unit.LOAD].expected.eq(head.rows)]
-            with m.Case(Unit.SPMM):
-                start(mem.csr, head.src, head.src_len)
-                start(mem.smask, head.mask_addr, Mux(head.mask, head.rows, 0))
-                start(mem.sae, head.dst)
-                m.d.sync += [self.sae_cmd.valid.eq(1), sae_owner.eq(Unit.SPMM),
-                             sc.op.eq(SAEOp.SPMM), sc.bank.eq(head.bank), sc.rows.eq(head.rows),
-                             sc.shift.eq(head.shift), sc.relu.eq(head.relu),
-                             sc.mask.eq(head.mask), sc.follow.eq(head.follow),
-                             route.sae_to_mem.eq(head.to_mem),
-                             route.sae_to_xchg.eq(head.to_xchg)]
-                m.d.comb += [t[Unit.SPMM].issue.eq(1), t[Unit.SPMM].expected.eq(head.rows)]
-            with m.Case(Unit.GEMM):
-                start(mem.a, head.src, Mux(head.from_xchg, 0, head.src_len))
-                start(mem.b, head.src_b, head.b_len)
-                start(mem.dmask, head.mask_addr, Mux(head.mask, head.rows, 0))
-                start(mem.dce, head.dst)
-                m.d.sync += [self.dce_cmd.valid.eq(1), dc.op.eq(head.op), dc.rows.eq(head.rows),
-                             dc.k.eq(head.k), dc.m.eq(head.m), dc.shift.eq(head.shift),
-                             dc.relu.eq(head.relu), dc.mask.eq(head.mask),
-                             route.a_from_xchg.eq(head.from_xchg),
-                             route.dce_to_mem.eq(head.to_mem),
-                             route.dce_to_xchg.eq(head.to_xchg)]
-                m.d.comb += [t[Unit.GEMM].issue.eq(1),
-                             t[Unit.GEMM].expected.eq(Mux(head.op == DCEOp.XTG, head.k,
-                                                          head.rows))]
-            with m.Case(Unit.FENCE):
-                m.d.comb += t[Unit.FENCE].issue.eq(1)
+        with m.If(unit(Unit.LOAD)):
+            start(mem.x, head.src, Mux(head.from_xchg, 0, head.rows))
+            m.d.sync += [self.sae_cmd.valid.eq(1), sae_owner.eq(Unit.LOAD),
+                         sc.op.eq(SAEOp.LOAD), sc.bank.eq(head.bank), sc.rows.eq(head.rows),
+                         route.x_from_xchg.eq(head.from_xchg)]
+            m.d.comb += t[Unit.LOAD].issue.eq(1)
+        with m.Elif(unit(Unit.SPMM)):
+            start(mem.csr, head.src, head.src_len)
+            start(mem.smask, head.mask_addr, Mux(head.mask, head.rows, 0))
+            start(mem.sae, head.dst)
+            m.d.sync += [self.sae_cmd.valid.eq(1), sae_owner.eq(Unit.SPMM),
+                         sc.op.eq(SAEOp.SPMM), sc.bank.eq(head.bank), sc.rows.eq(head.rows),
+                         sc.shift.eq(head.shift), sc.relu.eq(head.relu),
+                         sc.mask.eq(head.mask), sc.follow.eq(head.follow),
+                         route.sae_to_mem.eq(head.to_mem),
+                         route.sae_to_xchg.eq(head.to_xchg)]
+            m.d.comb += t[Unit.SPMM].issue.eq(1)
+        with m.Elif(unit(Unit.GEMM)):
+            start(mem.a, head.src, Mux(head.from_xchg, 0, head.src_len))
+            start(mem.b, head.src_b, head.b_len)
+            start(mem.dmask, head.mask_addr, Mux(head.mask, head.rows, 0))
+            start(mem.dce, head.dst)
+            m.d.sync += [self.dce_cmd.valid.eq(1), dc.op.eq(head.op), dc.rows.eq(head.rows),
+                         dc.k.eq(head.k), dc.m.eq(head.m), dc.shift.eq(head.shift),
+                         dc.relu.eq(head.relu), dc.mask.eq(head.mask),
+                         route.a_from_xchg.eq(head.from_xchg),
+                         route.dce_to_mem.eq(head.to_mem),
+                         route.dce_to_xchg.eq(head.to_xchg)]
+            m.d.comb += t[Unit.GEMM].issue.eq(1)
+        with m.Elif(unit(Unit.FENCE)):
+            m.d.comb += t[Unit.FENCE].issue.eq(1)
 
     def _clear_routes(self, m, t):
         """A finished operation moves no more rows: its routes are cleared."""

@@ -40,11 +40,13 @@ and the output stage's ``max_abs``/``saturated`` for the last operation.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import DCEConfig
+from mixgcn.hdl.fanout import copy
 from mixgcn.hdl.mac import MACCell
 from mixgcn.hdl.output_stage import (
     ActivityCounters,
@@ -87,10 +89,13 @@ class WeightStore(wiring.Component):
     """The weight stores: one memory per array row ``r``, ⌈max_k/R⌉ words of C weights.
 
     ``start`` (one cycle) begins a load of the weights of an ``op`` (``XW``/``XWT``) of
-    reduction ``k`` and ``mcols`` output columns; each cycle ``valid`` writes ``word``
+    reduction ``k`` and ``mcols`` output columns (all three sampled with ``start``);
+    each cycle ``valid`` writes ``word``
     (a B-stream word): for ``XW`` word j goes to store j mod R, address j div R, all
     columns; for ``XWT`` word (chunk, col) goes down column ``col`` of every store at
-    address chunk (the transposition happens here). ``done`` marks the last word.
+    address chunk (the transposition happens here). ``done`` marks the last word; it
+    comes from registers that know ahead whether the next word is the last, since it
+    ends the engine's LOAD state in the cycle of the word's handshake.
     ``addr`` reads chunk ``addr`` of every store: ``rows[r]`` one cycle later."""
 
     def __init__(self, c: DCEConfig, b_layout):
@@ -107,34 +112,43 @@ class WeightStore(wiring.Component):
         c = self.config
         R, C = c.rows, c.cols
         m = Module()
+        op, k, mcols = Signal.like(self.op), Signal.like(self.k), Signal.like(self.mcols)
+        xw = op == DCEOp.XW
         lane, chunk = Signal(range(R)), Signal(range(c.weight_depth + 1))  # next XW word
         words = Signal(range(c.max_k + 1))
         col = Signal(range(C + 1))  # next XWT column
-        last_chunk = (chunk + 1) * R >= self.k
+        # the next word is the load's last (XW); ends its chunk, and the chunk is the
+        # load's last (XWT)
+        last_word, col_last, chunk_last = Signal(), Signal(), Signal()
         for r in range(R):
             mem = memory.Memory(shape=data.ArrayLayout(signed(c.width), C),
                                 depth=c.weight_depth, init=[])
             m.submodules[f"store{r}"] = mem
             rd, wr = mem.read_port(), mem.write_port(granularity=1)
             m.d.comb += [rd.addr.eq(self.addr), self.rows[r].eq(rd.data), wr.addr.eq(chunk)]
-            with m.If(self.op == DCEOp.XW):
+            with m.If(xw):
                 m.d.comb += [wr.en.eq(Mux(self.valid & (lane == r), (1 << C) - 1, 0)),
                              wr.data.eq(Cat(*(self.word[x] for x in range(C))))]
             with m.Else():
                 m.d.comb += [wr.en.eq(Mux(self.valid, Const(1, C) << col, 0)),
                              wr.data.eq(Cat(*([self.word[r]] * C)))]
         with m.If(self.start):
-            m.d.sync += [lane.eq(0), chunk.eq(0), words.eq(0), col.eq(0)]
-        with m.Elif(self.valid & (self.op == DCEOp.XW)):
-            m.d.comb += self.done.eq(words + 1 >= self.k)
-            m.d.sync += [words.eq(words + 1), lane.eq(Mux(lane == R - 1, 0, lane + 1)),
+            m.d.sync += [op.eq(self.op), k.eq(self.k), mcols.eq(self.mcols),
+                         lane.eq(0), chunk.eq(0), words.eq(0), col.eq(0),
+                         last_word.eq(self.k <= 1), col_last.eq(self.mcols == 1),
+                         chunk_last.eq(self.k <= R)]
+        with m.Elif(self.valid & xw):
+            m.d.comb += self.done.eq(last_word)
+            m.d.sync += [words.eq(words + 1), last_word.eq(words + 2 >= k),
+                         lane.eq(Mux(lane == R - 1, 0, lane + 1)),
                          chunk.eq(chunk + (lane == R - 1))]
         with m.Elif(self.valid):
-            m.d.comb += self.done.eq((col + 1 == self.mcols) & last_chunk)
-            with m.If(col + 1 == self.mcols):
-                m.d.sync += [col.eq(0), chunk.eq(chunk + 1)]
+            m.d.comb += self.done.eq(col_last & chunk_last)
+            with m.If(col_last):
+                m.d.sync += [col.eq(0), chunk.eq(chunk + 1), col_last.eq(mcols == 1),
+                             chunk_last.eq((chunk + 2) * R >= k)]
             with m.Else():
-                m.d.sync += col.eq(col + 1)
+                m.d.sync += [col.eq(col + 1), col_last.eq(col + 2 == mcols)]
         return m
 
 
@@ -154,10 +168,16 @@ class MACArray(wiring.Component):
     ``row_end`` completes an output row, whose C sums reach ``feed`` at
     t+5+⌈log2 R⌉. ``XTG`` (``xtg``): every word adds an outer product into the R × C
     cells' accumulators (``clear`` zeroes them); ``drain`` (one cycle) sends
-    accumulator row 0 to ``feed`` a cycle later and moves every row up one, so the
+    accumulator row 0 to ``feed`` two cycles later and moves every row up one, so the
     j-th drain sends row j (the last when ``drain_row + 1 == k``). Columns at or past
     ``mcols`` leave as zeros. ``empty``: no word in flight; ``in_flight``: the rows
-    committed and not yet fed."""
+    committed and not yet fed.
+
+    Control fans out through registered copies (:mod:`mixgcn.hdl.fanout`): each
+    cell's own (its ``clear`` and ``shift`` act a cycle late, see :class:`MACCell`)
+    and a copy of ``xtg`` per row of the weights' registers, so ``xtg`` must hold from
+    the cycle an operation's first word is accepted (the engine sets it with the
+    command, a cycle or more before)."""
 
     def __init__(self, c: DCEConfig, in_layout):
         self.config = c
@@ -197,8 +217,12 @@ class MACArray(wiring.Component):
                     Signal(C, name=f"mask{stage + 2}"))
             m.d.sync += [reg.eq(v) for reg, v in zip(regs, flags[-1], strict=True)]
             flags.append(regs)
+        # each row of the weights' registers takes its choice from its own copy of
+        # `xtg` (a row's C·width multiplexers)
+        xtg = [copy(1, name=f"xtg{r}") for r in range(R)]
         s2_a, weights = Signal.like(self.a), Signal.like(self.weights)
-        m.d.sync += [s2_a.eq(s1_a), weights.eq(Mux(self.xtg, Cat(*([s1_b] * R)), self.weights))]
+        m.d.sync += [s2_a.eq(s1_a), *(x.eq(self.xtg) for x in xtg)]
+        m.d.sync += [weights[r].eq(Mux(xtg[r], s1_b, self.weights[r])) for r in range(R)]
 
         cells = [[MACCell(c.width, c.acc_width) for _ in range(C)] for _ in range(R)]
         for r in range(R):
@@ -234,16 +258,21 @@ class MACArray(wiring.Component):
         live = Signal(C)  # the columns inside the operation's output tile
         m.d.comb += live.eq(Cat(*(x < self.mcols for x in range(C))))
 
-        m.d.comb += [self.empty.eq(~Cat(*(f[0] for f in flags)).any()),
-                     self.in_flight.eq(sum(f[2] for f in flags) + self.feed.valid)]
+        # a drain, a cycle after it is asked for: the cells shift at its end (they
+        # register the request), so row 0's accumulators leave from here first
+        drain, drain_last = Signal(), Signal()
+        m.d.sync += [drain.eq(self.drain), drain_last.eq(self.drain_row + 1 == self.k)]
+
+        m.d.comb += [self.empty.eq(~Cat(*(f[0] for f in flags), drain).any()),
+                     self.in_flight.eq(sum(f[2] for f in flags) + drain + self.feed.valid)]
         feed = self.feed.payload
-        m.d.sync += self.feed.valid.eq(end | self.drain)
+        m.d.sync += self.feed.valid.eq(end | drain)
         with m.If(end):
             m.d.sync += [feed.acc[x].eq(Mux(live[x], col_sum[x], 0)) for x in range(C)]
             m.d.sync += [feed.mask.eq(mask), feed.last.eq(last)]
-        with m.Elif(self.drain):
+        with m.Elif(drain):
             m.d.sync += [feed.acc[x].eq(Mux(live[x], cells[0][x].acc, 0)) for x in range(C)]
-            m.d.sync += [feed.mask.eq(0), feed.last.eq(self.drain_row + 1 == self.k)]
+            m.d.sync += [feed.mask.eq(0), feed.last.eq(drain_last)]
         return m
 
 
@@ -281,6 +310,10 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         m.submodules.weights = store = self.store
         m.submodules.array = array = self.array
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
+        # each input enters through a small FIFO, so its ready is a register's: the
+        # accept logic below does not reach back through the router into the memory
+        # readers (on an FPGA that handshake, across the chip, was the slowest path)
+        a, b, mask = (self._buffer(m, name, getattr(self, name)) for name in ("a", "b", "mask"))
 
         op, rows_left, k = Signal(DCEOp), Signal(32), Signal(range(c.max_k + 1))
         mcols, drain_row = Signal(range(C + 1)), Signal(range(R + 1))
@@ -290,9 +323,9 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         # handshake of the stream, so no adder may sit in front of it
         last_chunk = Signal()
         need_mask = path.mask_en & last_chunk
-        inputs_ok = self.a.valid & (~need_mask | self.mask.valid)
-        self._datapath(m, path, store, array, op=op, k=k, mcols=mcols, base=base,
-                       chunk=chunk, drain_row=drain_row, last=rows_left == 1)
+        inputs_ok = a.valid & (~need_mask | mask.valid)
+        self._datapath(m, path, store, array, a=a, b=b, mask=mask, op=op, k=k, mcols=mcols,
+                       base=base, chunk=chunk, drain_row=drain_row, last=rows_left == 1)
         want, moved, blocked = Signal(), Signal(), Signal()
         with m.FSM():
             with m.State("IDLE"):
@@ -311,8 +344,8 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                     with m.Else():
                         m.next = "LOAD"
             with m.State("LOAD"):
-                m.d.comb += [want.eq(1), self.b.ready.eq(1), store.valid.eq(self.b.valid),
-                             moved.eq(self.b.valid)]
+                m.d.comb += [want.eq(1), b.ready.eq(1), store.valid.eq(b.valid),
+                             moved.eq(b.valid)]
                 with m.If(store.done):
                     m.next = "STREAM"
             with m.State("STREAM"):
@@ -320,7 +353,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                 with m.If(inputs_ok & (~last_chunk | path.credit)):
                     m.d.comb += [array.accept.eq(1), moved.eq(1), array.first.eq(base == 0),
                                  array.row_end.eq(last_chunk), path.commit.eq(last_chunk),
-                                 self.a.ready.eq(1), self.mask.ready.eq(need_mask)]
+                                 a.ready.eq(1), mask.ready.eq(need_mask)]
                     m.d.sync += [base.eq(Mux(last_chunk, 0, base + R)),
                                  last_chunk.eq(Mux(last_chunk, k <= R, base + 2 * R >= k)),
                                  chunk.eq(Mux(last_chunk, 0, chunk + 1)),
@@ -334,9 +367,9 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                 with m.If(rows_left == 0):
                     with m.If(array.empty):
                         m.next = "DRAIN"
-                with m.Elif(self.a.valid & self.b.valid):
-                    m.d.comb += [array.accept.eq(1), moved.eq(1), self.a.ready.eq(1),
-                                 self.b.ready.eq(1)]
+                with m.Elif(a.valid & b.valid):
+                    m.d.comb += [array.accept.eq(1), moved.eq(1), a.ready.eq(1),
+                                 b.ready.eq(1)]
                     m.d.sync += rows_left.eq(rows_left - 1)
             with m.State("DRAIN"):
                 m.d.comb += [want.eq(1), blocked.eq(~path.credit)]
@@ -356,17 +389,35 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                      counters.blocked.eq(blocked), *counters.drive(self)]
         return m
 
-    def _datapath(self, m, path, store, array, *, op, k, mcols, base, chunk, drain_row, last):
+    @staticmethod
+    def _buffer(m, name, port):
+        """``port`` (an input stream) through a FIFO: the stream it becomes. Three words,
+        not two: amaranth's buffered FIFO of depth 2 would keep one word in a memory
+        of depth 1, whose Verilog has zero-width addresses."""
+        shape = port.payload.shape()
+        m.submodules[f"{name}_buffer"] = fifo = SyncFIFOBuffered(
+            width=Shape.cast(shape).width, depth=3)
+        out = stream.Signature(shape).create(path=(f"{name}_buffered",))
+        m.d.comb += [fifo.w_stream.valid.eq(port.valid), fifo.w_stream.payload.eq(port.payload),
+                     port.ready.eq(fifo.w_stream.ready),
+                     out.valid.eq(fifo.r_stream.valid), out.payload.eq(fifo.r_stream.payload),
+                     fifo.r_stream.ready.eq(out.ready)]
+        return out
+
+    def _datapath(self, m, path, store, array, *, a, b, mask, op, k, mcols, base, chunk,
+                  drain_row, last):
         """The operands' way through the engine: B words into the weight store, chunk
         reads out of it, A words and masks into the array, its sums into the output
         path, the path's statistics out."""
         C = self.config.cols
         m.d.comb += [
-            store.op.eq(op), store.k.eq(k), store.mcols.eq(mcols), store.word.eq(self.b.payload),
+            # the store samples the command's op, k and m with `start`
+            store.op.eq(self.cmd.payload.op), store.k.eq(self.cmd.payload.k),
+            store.mcols.eq(self.cmd.payload.m), store.word.eq(b.payload),
             store.addr.eq(chunk), array.weights.eq(store.rows), array.xtg.eq(op == DCEOp.XTG),
             array.mcols.eq(mcols), array.drain_row.eq(drain_row), array.base.eq(base),
             array.k.eq(k), array.last.eq(array.row_end & last),
-            array.mask.eq(Mux(path.mask_en, self.mask.payload, 0)), array.a.eq(self.a.payload),
-            array.b.eq(Cat(*(self.b.payload[x] for x in range(C)))),
+            array.mask.eq(Mux(path.mask_en, mask.payload, 0)), array.a.eq(a.payload),
+            array.b.eq(Cat(*(b.payload[x] for x in range(C)))),
             self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated)]
         wiring.connect(m, array.feed, path.i)

@@ -7,6 +7,8 @@ from amaranth import ClockSignal, Instance, Module, ResetSignal, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from mixgcn.hdl.fanout import copy
+
 __all__ = ["MACCell", "Multiplier"]
 
 TARGETS = ("generic", "ecp5")
@@ -83,11 +85,18 @@ class MACCell(wiring.Component):
     - ``acc``: with ``en`` high the product of those operands is added to ``acc`` a
       cycle after it appears (three-cycle latency, one operation a cycle) — the
       output-stationary sums of ``Xᵀ·G``;
-    - ``clear`` zeroes ``acc`` at once and cancels the additions in flight;
-    - ``shift`` loads ``acc`` from ``below`` (the cell under it in its column), so a
-      column drains one accumulator a cycle through its neighbours, never through a
-      multiplexer over the whole column. An addition landing in the same cycle wins;
-      the array never asks for both.
+    - ``clear`` zeroes ``acc`` a cycle later and cancels the additions of every operand
+      presented up to and including its cycle; operands presented after it add into
+      the cleared sum;
+    - ``shift`` loads ``acc`` from ``below`` (the cell under it in its column) a cycle
+      later, so a column drains one accumulator a cycle through its neighbours, never
+      through a multiplexer over the whole column. An addition landing in the same
+      cycle wins; the array never asks for both.
+
+    ``clear`` and ``shift`` act a cycle late because the cell registers them, and
+    its addition flags, in copies of its own (:mod:`mixgcn.hdl.fanout`): the array
+    asks every cell at once, and each cell's accumulator bits are then steered from
+    next to them rather than by one net across the array.
 
     Products and sums are exact: ``acc_width`` must hold the longest reduction
     (checked by the configuration).
@@ -109,13 +118,17 @@ class MACCell(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.mul = mul = Multiplier(self.width)
-        o_valid, p_valid = Signal(), Signal()
         m.d.comb += [mul.a.eq(self.a), mul.b.eq(self.b), self.product.eq(mul.product)]
-        m.d.sync += [o_valid.eq(self.en & ~self.clear), p_valid.eq(o_valid & ~self.clear)]
-        with m.If(self.clear):
+        # the addition flags of the products one and two cycles from landing, and the
+        # clear and shift requests of the cycle before
+        o_valid, p_valid = copy(1, name="o_valid"), copy(1, name="p_valid")
+        clear, shift = copy(1, name="clear_q"), copy(1, name="shift_q")
+        m.d.sync += [o_valid.eq(self.en & ~self.clear), p_valid.eq(o_valid),
+                     clear.eq(self.clear), shift.eq(self.shift)]
+        with m.If(clear):  # also drops the product landing now (its operands came first)
             m.d.sync += self.acc.eq(0)
         with m.Elif(p_valid):
             m.d.sync += self.acc.eq(self.acc + self.product)
-        with m.Elif(self.shift):
+        with m.Elif(shift):
             m.d.sync += self.acc.eq(self.below)
         return m

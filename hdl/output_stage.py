@@ -7,6 +7,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from mixgcn.hdl.fanout import copy
+
 __all__ = ["ActivityCounters", "OutputPath", "OutputStage", "engine_status_members",
            "output_layout"]
 
@@ -106,10 +108,12 @@ class OutputStage(wiring.Component):
         # rather than in front of the wide reductions that use them
         inp = self.i.payload
         acc0 = [Signal(signed(a), name=f"acc{j}") for j in range(L)]
-        shift0, below, half = Signal.like(self.shift), Signal(a), Signal(a)
+        below, half = Signal(a), Signal(a)
+        # a copy of the shift per lane: each steers that lane's shifter alone
+        shift0 = [copy(self.shift.shape(), name=f"shift{j}") for j in range(L)]
         with m.If(advance):
             m.d.sync += [acc0[j].eq(inp.acc[j]) for j in range(L)]
-            m.d.sync += [shift0.eq(self.shift),
+            m.d.sync += [*(s.eq(self.shift) for s in shift0),
                          below.eq(Cat(*(self.shift > b for b in range(a)))),
                          half.eq(Cat(*(self.shift == b + 1 for b in range(a))))]
         keep = carry(Cat(*(~self.mask_en | inp.mask[j] for j in range(L))), 1, "keep")
@@ -123,7 +127,7 @@ class OutputStage(wiring.Component):
         with m.If(advance):
             for j in range(L):
                 bits = acc0[j].as_unsigned()
-                m.d.sync += [q1[j].eq(acc0[j] >> shift0),
+                m.d.sync += [q1[j].eq(acc0[j] >> shift0[j]),
                              round1[j].eq((bits & half).any()),
                              sticky1[j].eq((bits & below & ~half).any()),
                              mag1[j].eq(Mux(acc0[j][-1], -acc0[j], acc0[j]))]

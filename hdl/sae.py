@@ -45,6 +45,7 @@ from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import SAEConfig
+from mixgcn.hdl.fanout import copy
 from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.output_stage import (
     ActivityCounters,
@@ -240,10 +241,9 @@ class AggregationPipeline(wiring.Component):
                 m.d.comb += [mul.a.eq(r_data[e][lane]), mul.b.eq(r_val[e])]
                 prod[e].append(mul.product)
 
-        s2_valid, s2_last, s2_final, s2_lo, s2_mask = (
-            Signal(), Signal(), Signal(), Signal(E), Signal(L))
+        s2_valid, s2_last, s2_final, s2_mask = Signal(), Signal(), Signal(), Signal(L)
         m.d.sync += [s2_valid.eq(g_valid), s2_last.eq(g_last), s2_final.eq(g_final),
-                     s2_lo.eq(g_lo), s2_mask.eq(g_mask)]
+                     s2_mask.eq(g_mask)]
 
         s3_valid, s3_last, s3_final, s3_mask = Signal(), Signal(), Signal(), Signal(L)
         sum_width = 2 * c.width + E.bit_length()
@@ -251,9 +251,17 @@ class AggregationPipeline(wiring.Component):
         hi = [Signal(signed(sum_width), name=f"hi{lane}") for lane in range(L)]
         m.d.sync += [s3_valid.eq(s2_valid), s3_last.eq(s2_last), s3_final.eq(s2_final),
                      s3_mask.eq(s2_mask)]
+        # each lane steers its adders from its own copies of the beat's flags
+        # (mixgcn.hdl.fanout), not from one register spanning all lanes
+        lane_lo = [copy(E, name=f"lo_sel{lane}") for lane in range(L)]
+        lane_valid = [copy(1, name=f"valid{lane}") for lane in range(L)]
+        lane_end = [copy(1, name=f"end{lane}") for lane in range(L)]
+        m.d.sync += [*(x.eq(g_lo) for x in lane_lo), *(x.eq(s2_valid) for x in lane_valid),
+                     *(x.eq(s2_valid & s2_last) for x in lane_end)]
         for lane in range(L):
-            m.d.sync += [lo[lane].eq(sum(Mux(s2_lo[e], prod[e][lane], 0) for e in range(E))),
-                         hi[lane].eq(sum(Mux(s2_lo[e], 0, prod[e][lane]) for e in range(E)))]
+            sel = lane_lo[lane]
+            m.d.sync += [lo[lane].eq(sum(Mux(sel[e], prod[e][lane], 0) for e in range(E))),
+                         hi[lane].eq(sum(Mux(sel[e], 0, prod[e][lane]) for e in range(E)))]
 
         # acc holds the open row's partial sum. A beat that ends a row sends acc + lo to
         # the output stage and keeps hi (the next row's head); any other beat adds lo.
@@ -261,11 +269,12 @@ class AggregationPipeline(wiring.Component):
         feed = self.feed.payload
         m.d.sync += self.feed.valid.eq(s3_valid & s3_last)
         with m.If(s3_valid & s3_last):
-            m.d.sync += [feed.acc[lane].eq(acc[lane] + lo[lane]) for lane in range(L)]
             m.d.sync += [feed.mask.eq(s3_mask), feed.last.eq(s3_final)]
-            m.d.sync += [acc[lane].eq(hi[lane]) for lane in range(L)]
-        with m.Elif(s3_valid):
-            m.d.sync += [acc[lane].eq(acc[lane] + lo[lane]) for lane in range(L)]
+        for lane in range(L):
+            with m.If(lane_end[lane]):
+                m.d.sync += [feed.acc[lane].eq(acc[lane] + lo[lane]), acc[lane].eq(hi[lane])]
+            with m.Elif(lane_valid[lane]):
+                m.d.sync += acc[lane].eq(acc[lane] + lo[lane])
         with m.If(self.start):
             m.d.sync += [acc[lane].eq(0) for lane in range(L)]
         m.d.comb += [self.empty.eq(~(s1_valid | r_valid | g_valid | s2_valid | s3_valid

@@ -5,6 +5,7 @@ refusals that come before any tool runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -23,6 +24,8 @@ from mixgcn.gen.board import BOARDS, LINK_FIELDS, BoardError, board_plan, build_
 from mixgcn.gen.config import CHIP_PRESETS, FABRIC_PRESETS, SystemConfig
 from mixgcn.hdl.board import ScanBridge, design_bits, ecp5_pll
 from mixgcn.hdl.chip import Chip
+from mixgcn.hdl.dce import DenseCombinationEngine
+from mixgcn.hdl.fanout import YOSYS_KEEP_APART
 from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.system import SystemNode
 from mixgcn.host.cli import main
@@ -257,6 +260,26 @@ def test_the_scan_chain_shifts_inputs_in_and_captured_outputs_out():
     sim.add_testbench(tb)
     sim.run()
     assert sum(b << i for i, b in enumerate(got)) == value * 3
+
+
+@pytest.mark.parametrize("keep_apart", [True, False])
+def test_the_mac_cells_keep_their_own_control_registers(tmp_path, keep_apart):
+    """Each MAC cell's copies of the array's controls stay separate flip-flops through
+    synthesis when the board flow's yosys command marks them (mixgcn.hdl.fanout):
+    without it yosys merges the identical copies into one register that steers every
+    accumulator bit of the array."""
+    dce = DenseCombinationEngine(dataclasses.replace(CHIP_PRESETS["tiny"].dce, rows=2, cols=2))
+    ulx3s = board_flow._platform(BOARDS["ulx3s-85f"])
+    (tmp_path / "top.il").write_text(rtlil.convert(dce, platform=ulx3s, name="top"))
+    keep = f"{YOSYS_KEEP_APART}; " if keep_apart else ""
+    subprocess.run([board_flow._tool("yosys"), "-q", "-p",
+                    f"read_rtlil top.il; {keep}synth_ecp5 -top top; write_json top.json"],
+                   cwd=tmp_path, check=True)
+    nets = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["netnames"]
+    for copy in ("clear_q", "shift_q", "o_valid", "p_valid"):
+        bits = {tuple(n["bits"]) for name, n in nets.items()
+                if ".mac" in name and name.endswith(f".{copy}")}
+        assert len(bits) == (4 if keep_apart else 1), (copy, bits)
 
 
 def test_an_ecp5_multiplier_is_one_dsp_block_holding_its_registers(tmp_path):

@@ -39,25 +39,32 @@ def test_mac_cell_matches_model():
                   below=int(rng.integers(-(1 << 39), 1 << 39))) for _ in range(600)]
 
     async def tb(ctx):
-        # the products of the operands registered one and two cycles ago, with their en
-        acc, products = 0, [None, None]
-        for s in steps:
+        # step i's inputs are set before clock edge i. Its product (with en) lands in
+        # acc at edge i+2; its clear zeroes acc at edge i+1 and cancels what would land
+        # at i+1 and i+2; its shift loads acc at edge i+1 with `below` as it is then.
+        acc, landing, cleared, shifting = 0, {}, set(), set()
+        for i, s in enumerate(steps):
             for name, v in s.items():
                 ctx.set(getattr(dut, name), v)
             await ctx.tick()
-            landing = products[0]
-            products = [products[1], (s["a"] * s["b"], s["en"])]
+            if s["en"]:
+                landing[i + 2] = s["a"] * s["b"]
             if s["clear"]:
+                cleared.add(i + 1)
+                landing.pop(i + 1, None)
+                landing.pop(i + 2, None)
+            if s["shift"]:
+                shifting.add(i + 1)
+            if i in cleared:
                 acc = 0
-                products = [(products[0][0], 0) if products[0] else None,
-                            (products[1][0], 0)]
-            elif landing is not None and landing[1]:
-                acc += landing[0]
-            elif s["shift"]:
+            elif i in landing:
+                acc += landing.pop(i)
+            elif i in shifting:
                 acc = s["below"]
-            assert ctx.get(dut.acc) == acc
-            if products[0] is not None:  # the product registered at this tick
-                assert ctx.get(dut.product) == products[0][0]
+            assert ctx.get(dut.acc) == acc, i
+            if i >= 1:  # the product of the operands set before the previous edge
+                prev = steps[i - 1]
+                assert ctx.get(dut.product) == prev["a"] * prev["b"], i
 
     _run(dut, tb)
 

@@ -154,7 +154,7 @@ MUTANTS = [
            (f"{_FORMAL}[dsp_multiplier_16_one_hot]",),
            "the ECP5 multiplier's A operand bits are wired to swapped pins"),
     Mutant("drain-last", "hdl/dce.py",
-           "feed.last.eq(self.drain_row + 1 == self.k)", "feed.last.eq(self.drain_row == self.k)",
+           "drain_last.eq(self.drain_row + 1 == self.k)", "drain_last.eq(self.drain_row == self.k)",
            (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
            "an Xᵀ·G tile's last row is not marked last"),
     Mutant("sae-loaded", "hdl/sae.py",

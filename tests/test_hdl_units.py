@@ -207,20 +207,28 @@ def _dce_sim(cfg: DCEConfig, jobs, rng, idle=0.3, ready=0.7):
                 ctx.set(stream.valid, 0)
         return run
 
+    async def until(ctx, what, done, limit=5000):
+        """Tick until ``done()``; a DCE that deadlocks fails here instead of hanging."""
+        for _ in range(limit):
+            if done():
+                return
+            await ctx.tick()
+        raise AssertionError(f"the DCE did not get to {what} in {limit} cycles")
+
     async def commands(ctx):
         for job in jobs:
             while rng.random() < idle:
                 await ctx.tick()
             ctx.set(dut.cmd.payload, dut.cmd_layout.const(job.cmd()))
             ctx.set(dut.cmd.valid, 1)
-            await ctx.tick().until(dut.cmd.ready)
+            await until(ctx, "take a command", lambda: ctx.get(dut.cmd.ready))
+            await ctx.tick()
             ctx.set(dut.cmd.valid, 0)
             await ctx.tick()
-            await ctx.tick().until(dut.idle)
+            await until(ctx, "finish an operation", lambda: ctx.get(dut.idle))
             stats.append((ctx.get(dut.max_abs), ctx.get(dut.saturated)))
         total = sum(len(j.expected) for j in jobs)
-        while len(received) < total:
-            await ctx.tick()
+        await until(ctx, "send every row", lambda: len(received) >= total)
 
     async def consumer(ctx):
         while True:

@@ -35,6 +35,9 @@ class Mutant:
     breaks: str  # what the change breaks
 
 
+# the named tests take seconds; past this a mutant has hung them
+MUTANT_TIMEOUT_S = 300
+
 _UNITS = "tests/test_hdl_units.py"
 _PARTS = "tests/test_hdl_components.py"
 _FORMAL = "tests/test_formal.py::test_proof"
@@ -179,6 +182,33 @@ MUTANTS = [
            "self.to_peer.credit.eq(fifo.r_rdy & word.valid)",
            (f"{_FABRIC}::test_boards_on_pins_at_full_speed_never_overrun",),
            "a board counts the other's flits as credits of its own link"),
+    # timing step 13: registered control copies, the controller's head register, the
+    # DCE's drain register and the weight store's look-ahead flags
+    Mutant("mac-clear-flight", "hdl/mac.py",
+           "o_valid.eq(self.en & ~self.clear)", "o_valid.eq(self.en)",
+           (f"{_UNITS}::test_mac_cell_matches_model",),
+           "a clear no longer cancels the product of operands presented with it"),
+    Mutant("dce-drain-flight", "hdl/dce.py",
+           "sum(f[2] for f in flags) + drain + self.feed.valid",
+           "sum(f[2] for f in flags) + self.feed.valid",
+           (f"{_FORMAL}[dense_engine]",),
+           "a drained row in the array's drain register is not counted as in flight"),
+    Mutant("controller-head", "hdl/controller.py",
+           "queue.r_stream.ready.eq(~staged)", "queue.r_stream.ready.eq(1)",
+           (f"{_PARTS}::test_controller_issues_in_order_and_reports_every_descriptor",),
+           "the head register takes a new descriptor over one not yet issued"),
+    Mutant("weight-last", "hdl/dce.py",
+           "last_word.eq(words + 2 >= k)", "last_word.eq(words + 1 >= k)",
+           (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
+           "the weight store ends an X·W load a word early"),
+    Mutant("sae-lane-end", "hdl/sae.py",
+           "*(x.eq(s2_valid & s2_last) for x in lane_end)",
+           "*(x.eq(s2_valid) for x in lane_end)",
+           (f"{_PARTS}::test_sae_against_golden",),
+           "each SAE lane ends a row on every beat"),
+    Mutant("keep-apart", "hdl/fanout.py", "%ci:+[Q]", "%ci:+[D]",
+           ("tests/test_board.py::test_the_mac_cells_keep_their_own_control_registers",),
+           "the board flow no longer keeps the control copies' flip-flops apart"),
 ]
 
 
@@ -196,9 +226,16 @@ def _pytest(root: Path, tests) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(root.parent), env.get("PYTHONPATH", "")])
     env["MIXGCN_BUILD"] = str(root.parent / "build")
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-W", "error",
-                           "-p", "no:cacheprovider", *tests],
-                          cwd=root, env=env, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-W", "error", "-p", "no:cacheprovider",
+           *tests]
+    try:
+        return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
+                              timeout=MUTANT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        # a mutant that hangs its tests is not killed by them: no verdict (an error)
+        return subprocess.CompletedProcess(cmd, returncode=-1, stdout=(
+            f"the tests ran past {MUTANT_TIMEOUT_S} s (a test that hangs on a fault "
+            "should fail instead)"), stderr="")
 
 
 def _apply(root: Path, m: Mutant) -> str:

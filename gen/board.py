@@ -384,7 +384,7 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int):
     from amaranth.build import Attrs, Pins, Resource, Subsignal
 
     from mixgcn.hdl.board import BoardTop
-    from mixgcn.hdl.fanout import YOSYS_KEEP_APART
+    from mixgcn.hdl.timing import YOSYS_KEEP_APART
 
     platform = _platform(board)
     conn, number, (p_clk, p_di, p_load, p_do) = board.scan
@@ -403,7 +403,7 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int):
     top = BoardTop(design, mhz=mhz)
     synth = "-dsp" if board.family == "ice40" else ""
     # router2, nextpnr's newer router; --timing-allow-fail: a missed target is reported;
-    # the engines' copies of control registers stay apart (mixgcn.hdl.fanout)
+    # the engines' copies of control registers stay apart (mixgcn.hdl.timing)
     plan = platform.build(top, name="top", do_build=False, synth_opts=synth,
                           script_after_read=YOSYS_KEEP_APART,
                           nextpnr_opts="--timing-allow-fail --router router2 "

@@ -40,13 +40,11 @@ and the output stage's ``max_abs``/``saturated`` for the last operation.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, enum, memory, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import DCEConfig
-from mixgcn.hdl.fanout import copy
 from mixgcn.hdl.mac import MACCell
 from mixgcn.hdl.output_stage import (
     ActivityCounters,
@@ -54,6 +52,7 @@ from mixgcn.hdl.output_stage import (
     engine_status_members,
     output_layout,
 )
+from mixgcn.hdl.timing import copy, input_buffer
 
 __all__ = ["DCELayouts", "DCEOp", "DenseCombinationEngine", "MACArray", "WeightStore"]
 
@@ -173,7 +172,7 @@ class MACArray(wiring.Component):
     ``mcols`` leave as zeros. ``empty``: no word in flight; ``in_flight``: the rows
     committed and not yet fed.
 
-    Control fans out through registered copies (:mod:`mixgcn.hdl.fanout`): each
+    Control fans out through registered copies (:mod:`mixgcn.hdl.timing`): each
     cell's own (its ``clear`` and ``shift`` act a cycle late, see :class:`MACCell`)
     and a copy of ``xtg`` per row of the weights' registers, so ``xtg`` must hold from
     the cycle an operation's first word is accepted (the engine sets it with the
@@ -310,10 +309,9 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         m.submodules.weights = store = self.store
         m.submodules.array = array = self.array
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
-        # each input enters through a small FIFO, so its ready is a register's: the
-        # accept logic below does not reach back through the router into the memory
-        # readers (on an FPGA that handshake, across the chip, was the slowest path)
-        a, b, mask = (self._buffer(m, name, getattr(self, name)) for name in ("a", "b", "mask"))
+        # each input enters through a FIFO, so its ready is a register's: the accept
+        # logic below does not reach back through the router into the memory readers
+        a, b, mask = (input_buffer(m, name, getattr(self, name)) for name in ("a", "b", "mask"))
 
         op, rows_left, k = Signal(DCEOp), Signal(32), Signal(range(c.max_k + 1))
         mcols, drain_row = Signal(range(C + 1)), Signal(range(R + 1))
@@ -388,21 +386,6 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                      counters.active.eq(~self.cmd.ready), counters.moved.eq(moved | ~want),
                      counters.blocked.eq(blocked), *counters.drive(self)]
         return m
-
-    @staticmethod
-    def _buffer(m, name, port):
-        """``port`` (an input stream) through a FIFO: the stream it becomes. Three words,
-        not two: amaranth's buffered FIFO of depth 2 would keep one word in a memory
-        of depth 1, whose Verilog has zero-width addresses."""
-        shape = port.payload.shape()
-        m.submodules[f"{name}_buffer"] = fifo = SyncFIFOBuffered(
-            width=Shape.cast(shape).width, depth=3)
-        out = stream.Signature(shape).create(path=(f"{name}_buffered",))
-        m.d.comb += [fifo.w_stream.valid.eq(port.valid), fifo.w_stream.payload.eq(port.payload),
-                     port.ready.eq(fifo.w_stream.ready),
-                     out.valid.eq(fifo.r_stream.valid), out.payload.eq(fifo.r_stream.payload),
-                     fifo.r_stream.ready.eq(out.ready)]
-        return out
 
     def _datapath(self, m, path, store, array, *, a, b, mask, op, k, mcols, base, chunk,
                   drain_row, last):

@@ -7,7 +7,7 @@ from amaranth import ClockSignal, Instance, Module, ResetSignal, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from mixgcn.hdl.fanout import copy
+from mixgcn.hdl.timing import copy
 
 __all__ = ["MACCell", "Multiplier"]
 
@@ -94,7 +94,7 @@ class MACCell(wiring.Component):
       cycle wins; the array never asks for both.
 
     ``clear`` and ``shift`` act a cycle late because the cell registers them, and
-    its addition flags, in copies of its own (:mod:`mixgcn.hdl.fanout`): the array
+    its addition flags, in copies of its own (:mod:`mixgcn.hdl.timing`): the array
     asks every cell at once, and each cell's accumulator bits are then steered from
     next to them rather than by one net across the array.
 

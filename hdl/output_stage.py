@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from mixgcn.hdl.fanout import copy
+from mixgcn.hdl.timing import copy
 
 __all__ = ["ActivityCounters", "OutputPath", "OutputStage", "engine_status_members",
            "output_layout"]

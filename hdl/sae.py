@@ -45,7 +45,6 @@ from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import SAEConfig
-from mixgcn.hdl.fanout import copy
 from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.output_stage import (
     ActivityCounters,
@@ -53,6 +52,7 @@ from mixgcn.hdl.output_stage import (
     engine_status_members,
     output_layout,
 )
+from mixgcn.hdl.timing import copy, input_buffer
 
 __all__ = ["AggregationPipeline", "FeatureLoader", "Gather", "SAELayouts", "SAEOp",
            "SparseAggregationEngine"]
@@ -252,7 +252,7 @@ class AggregationPipeline(wiring.Component):
         m.d.sync += [s3_valid.eq(s2_valid), s3_last.eq(s2_last), s3_final.eq(s2_final),
                      s3_mask.eq(s2_mask)]
         # each lane steers its adders from its own copies of the beat's flags
-        # (mixgcn.hdl.fanout), not from one register spanning all lanes
+        # (mixgcn.hdl.timing), not from one register spanning all lanes
         lane_lo = [copy(E, name=f"lo_sel{lane}") for lane in range(L)]
         lane_valid = [copy(1, name=f"valid{lane}") for lane in range(L)]
         lane_end = [copy(1, name=f"end{lane}") for lane in range(L)]
@@ -323,7 +323,9 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         m.submodules.loader = loader = self.loader
         m.submodules.pipe = pipe = self.pipe
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
-        wiring.connect(m, wiring.flipped(self.x), loader.x)
+        # the feature rows enter through a FIFO: the loader's handshake does not reach
+        # back through the router into the memory reader
+        wiring.connect(m, input_buffer(m, "x", self.x), loader.x)
         wiring.connect(m, loader.write, xbuf.write_port())
         wiring.connect(m, wiring.flipped(self.csr), pipe.csr)
         wiring.connect(m, wiring.flipped(self.mask), pipe.mask)

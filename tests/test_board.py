@@ -25,9 +25,9 @@ from mixgcn.gen.config import CHIP_PRESETS, FABRIC_PRESETS, SystemConfig
 from mixgcn.hdl.board import ScanBridge, design_bits, ecp5_pll
 from mixgcn.hdl.chip import Chip
 from mixgcn.hdl.dce import DenseCombinationEngine
-from mixgcn.hdl.fanout import YOSYS_KEEP_APART
 from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.system import SystemNode
+from mixgcn.hdl.timing import YOSYS_KEEP_APART
 from mixgcn.host.cli import main
 
 REPORT_KEYS = {"board", "device", "chips", "chip", "lut4", "ff", "dsp", "bram", "fmax_mhz",
@@ -265,7 +265,7 @@ def test_the_scan_chain_shifts_inputs_in_and_captured_outputs_out():
 @pytest.mark.parametrize("keep_apart", [True, False])
 def test_the_mac_cells_keep_their_own_control_registers(tmp_path, keep_apart):
     """Each MAC cell's copies of the array's controls stay separate flip-flops through
-    synthesis when the board flow's yosys command marks them (mixgcn.hdl.fanout):
+    synthesis when the board flow's yosys command marks them (mixgcn.hdl.timing):
     without it yosys merges the identical copies into one register that steers every
     accumulator bit of the array."""
     dce = DenseCombinationEngine(dataclasses.replace(CHIP_PRESETS["tiny"].dce, rows=2, cols=2))

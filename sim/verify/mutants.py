@@ -206,7 +206,7 @@ MUTANTS = [
            "*(x.eq(s2_valid) for x in lane_end)",
            (f"{_PARTS}::test_sae_against_golden",),
            "each SAE lane ends a row on every beat"),
-    Mutant("keep-apart", "hdl/fanout.py", "%ci:+[Q]", "%ci:+[D]",
+    Mutant("keep-apart", "hdl/timing.py", "%ci:+[Q]", "%ci:+[D]",
            ("tests/test_board.py::test_the_mac_cells_keep_their_own_control_registers",),
            "the board flow no longer keeps the control copies' flip-flops apart"),
 ]

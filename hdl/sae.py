@@ -52,7 +52,7 @@ from mixgcn.hdl.output_stage import (
     engine_status_members,
     output_layout,
 )
-from mixgcn.hdl.timing import copy, input_buffer
+from mixgcn.hdl.timing import copy
 
 __all__ = ["AggregationPipeline", "FeatureLoader", "Gather", "SAELayouts", "SAEOp",
            "SparseAggregationEngine"]
@@ -323,9 +323,7 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         m.submodules.loader = loader = self.loader
         m.submodules.pipe = pipe = self.pipe
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
-        # the feature rows enter through a FIFO: the loader's handshake does not reach
-        # back through the router into the memory reader
-        wiring.connect(m, input_buffer(m, "x", self.x), loader.x)
+        wiring.connect(m, wiring.flipped(self.x), loader.x)
         wiring.connect(m, loader.write, xbuf.write_port())
         wiring.connect(m, wiring.flipped(self.csr), pipe.csr)
         wiring.connect(m, wiring.flipped(self.mask), pipe.mask)

@@ -111,8 +111,10 @@ class WeightStore(wiring.Component):
         c = self.config
         R, C = c.rows, c.cols
         m = Module()
-        op, k, mcols = Signal.like(self.op), Signal.like(self.k), Signal.like(self.mcols)
-        xw = op == DCEOp.XW
+        k, mcols = Signal.like(self.k), Signal.like(self.mcols)
+        # the load is an X·W: one copy steers the memories' write enables and data (a
+        # thousand loads), the other `done`, which ends the engine's LOAD state
+        xw, xw_done = copy(1, name="xw"), copy(1, name="xw_done")
         lane, chunk = Signal(range(R)), Signal(range(c.weight_depth + 1))  # next XW word
         words = Signal(range(c.max_k + 1))
         col = Signal(range(C + 1))  # next XWT column
@@ -131,18 +133,18 @@ class WeightStore(wiring.Component):
             with m.Else():
                 m.d.comb += [wr.en.eq(Mux(self.valid, Const(1, C) << col, 0)),
                              wr.data.eq(Cat(*([self.word[r]] * C)))]
+        m.d.comb += self.done.eq(self.valid & Mux(xw_done, last_word, col_last & chunk_last))
         with m.If(self.start):
-            m.d.sync += [op.eq(self.op), k.eq(self.k), mcols.eq(self.mcols),
+            m.d.sync += [xw.eq(self.op == DCEOp.XW), xw_done.eq(self.op == DCEOp.XW),
+                         k.eq(self.k), mcols.eq(self.mcols),
                          lane.eq(0), chunk.eq(0), words.eq(0), col.eq(0),
                          last_word.eq(self.k <= 1), col_last.eq(self.mcols == 1),
                          chunk_last.eq(self.k <= R)]
         with m.Elif(self.valid & xw):
-            m.d.comb += self.done.eq(last_word)
             m.d.sync += [words.eq(words + 1), last_word.eq(words + 2 >= k),
                          lane.eq(Mux(lane == R - 1, 0, lane + 1)),
                          chunk.eq(chunk + (lane == R - 1))]
         with m.Elif(self.valid):
-            m.d.comb += self.done.eq(col_last & chunk_last)
             with m.If(col_last):
                 m.d.sync += [col.eq(0), chunk.eq(chunk + 1), col_last.eq(mcols == 1),
                              chunk_last.eq((chunk + 2) * R >= k)]

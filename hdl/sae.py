@@ -332,17 +332,21 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
             m.d.comb += [port.addr.eq(pipe.gather.addr[e]), pipe.gather.data[e].eq(port.data)]
 
         busy, bank, rows_left = Signal(), Signal(), Signal.like(self.cmd.payload.rows)
-        flushing = busy & (rows_left == 0)  # rows in: the pipeline drains
+        # no row / one row left to take: registers, as they steer the pipeline's
+        # handshakes (a 32-bit comparison in front of them was a slow path)
+        none_left, one_left = Signal(), Signal()
+        flushing = busy & none_left  # rows in: the pipeline drains
         wiring.connect(m, pipe.feed, path.i)
         m.d.comb += [path.commit.eq(pipe.commit), pipe.credit.eq(path.credit),
                      pipe.active.eq(busy & ~flushing), pipe.bank.eq(bank),
                      pipe.filling.eq(loader.busy & (loader.fill_bank == bank)),
-                     pipe.loaded.eq(loader.loaded), pipe.final.eq(rows_left == 1),
+                     pipe.loaded.eq(loader.loaded), pipe.final.eq(one_left),
                      pipe.mask_en.eq(path.mask_en),
                      self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated),
                      self.load_cycles.eq(loader.cycles)]
         with m.If(pipe.row):
-            m.d.sync += rows_left.eq(rows_left - 1)
+            m.d.sync += [rows_left.eq(rows_left - 1), none_left.eq(one_left),
+                         one_left.eq(rows_left == 2)]
         with m.If(flushing & pipe.empty & ~path.busy):  # statistics final
             m.d.sync += busy.eq(0)
 
@@ -357,6 +361,7 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
                      loader.rows.eq(p.rows)]
         with m.If(take & (p.op == SAEOp.SPMM)):
             m.d.sync += [busy.eq(1), bank.eq(p.bank), rows_left.eq(p.rows),
+                         none_left.eq(p.rows == 0), one_left.eq(p.rows == 1),
                          path.shift.eq(p.shift), path.relu.eq(p.relu), path.mask_en.eq(p.mask)]
             m.d.comb += [path.clear.eq(1), pipe.start.eq(1), counters.start.eq(1)]
         m.d.comb += [self.idle.eq(~loader.busy & ~busy),

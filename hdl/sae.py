@@ -159,9 +159,9 @@ class AggregationPipeline(wiring.Component):
     registers; s2, products; s3, the beat's partial sums — ``lo``, pairs
     before ``split`` (the rest of the row ending here, or the whole beat when none
     does), and ``hi``, pairs after it (the next row's head); then the accumulator.
-    ``start`` zeroes the accumulator; ``final`` marks the command's last row; ``empty``:
-    nothing in flight; ``in_flight``: the rows committed and not yet fed. ``waiting``: a
-    beat is there but the output path has no room.
+    ``start`` zeroes the accumulator (a cycle later); ``final`` marks the command's
+    last row; ``empty``: nothing in flight; ``in_flight``: the rows committed and not
+    yet fed. ``waiting``: a beat is there but the output path has no room.
     """
 
     def __init__(self, c: SAEConfig, layouts: SAELayouts, in_layout):
@@ -275,8 +275,13 @@ class AggregationPipeline(wiring.Component):
                 m.d.sync += [feed.acc[lane].eq(acc[lane] + lo[lane]), acc[lane].eq(hi[lane])]
             with m.Elif(lane_valid[lane]):
                 m.d.sync += acc[lane].eq(acc[lane] + lo[lane])
-        with m.If(self.start):
-            m.d.sync += [acc[lane].eq(0) for lane in range(L)]
+        # `start` zeroes them a cycle later, from each lane's copy of it: the command's
+        # first beat reaches them five cycles after it at the soonest
+        lane_start = [copy(1, name=f"start{lane}") for lane in range(L)]
+        m.d.sync += [x.eq(self.start) for x in lane_start]
+        for lane in range(L):
+            with m.If(lane_start[lane]):
+                m.d.sync += acc[lane].eq(0)
         m.d.comb += [self.empty.eq(~(s1_valid | r_valid | g_valid | s2_valid | s3_valid
                                      | self.feed.valid)),
                      self.in_flight.eq((s1_valid & s1_last) + (r_valid & r_last)

@@ -89,10 +89,10 @@ class WeightStore(wiring.Component):
 
     ``start`` (one cycle) begins a load of the weights of an ``op`` (``XW``/``XWT``) of
     reduction ``k`` and ``mcols`` output columns (all three sampled with ``start``);
-    each cycle ``valid`` writes ``word``
-    (a B-stream word): for ``XW`` word j goes to store j mod R, address j div R, all
-    columns; for ``XWT`` word (chunk, col) goes down column ``col`` of every store at
-    address chunk (the transposition happens here). ``done`` marks the last word; it
+    each cycle ``valid`` writes ``word`` (a B-stream word): for ``XW`` word j goes to
+    store j mod R, address j div R, all columns; for ``XWT`` word (chunk, col) goes
+    down column ``col`` of every store at address chunk (the transposition happens
+    here). ``done`` marks the last word; it
     comes from registers that know ahead whether the next word is the last, since it
     ends the engine's LOAD state in the cycle of the word's handshake.
     ``addr`` reads chunk ``addr`` of every store: ``rows[r]`` one cycle later."""

@@ -42,7 +42,7 @@ def test_mac_cell_matches_model():
         # step i's inputs are set before clock edge i. Its product (with en) lands in
         # acc at edge i+2; its clear zeroes acc at edge i+1 and cancels what would land
         # at i+1 and i+2; its shift loads acc at edge i+1 with `below` as it is then.
-        acc, landing, cleared, shifting = 0, {}, set(), set()
+        acc, landing, prev = 0, {}, None
         for i, s in enumerate(steps):
             for name, v in s.items():
                 ctx.set(getattr(dut, name), v)
@@ -50,21 +50,18 @@ def test_mac_cell_matches_model():
             if s["en"]:
                 landing[i + 2] = s["a"] * s["b"]
             if s["clear"]:
-                cleared.add(i + 1)
                 landing.pop(i + 1, None)
                 landing.pop(i + 2, None)
-            if s["shift"]:
-                shifting.add(i + 1)
-            if i in cleared:
+            if prev and prev["clear"]:
                 acc = 0
             elif i in landing:
                 acc += landing.pop(i)
-            elif i in shifting:
+            elif prev and prev["shift"]:
                 acc = s["below"]
             assert ctx.get(dut.acc) == acc, i
-            if i >= 1:  # the product of the operands set before the previous edge
-                prev = steps[i - 1]
+            if prev:  # the product of the operands set before the previous edge
                 assert ctx.get(dut.product) == prev["a"] * prev["b"], i
+            prev = s
 
     _run(dut, tb)
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from mixgcn.golden.fixed import required_acc_width
 
-__all__ = ["CHIP_PRESETS", "DCE_PRESETS", "FABRIC_KINDS", "FABRIC_PRESETS", "SAE_PRESETS",
-           "ChipConfig", "ConfigError", "DCEConfig", "FabricConfig", "SAEConfig", "SystemConfig",
-           "load_chip"]
+__all__ = ["CHIP_PRESETS", "DCE_PRESETS", "FABRIC_KINDS", "FABRIC_PRESETS", "MEMORY_PROFILES",
+           "SAE_PRESETS", "ChipConfig", "ConfigError", "DCEConfig", "FabricConfig",
+           "MemoryProfile", "SAEConfig", "SystemConfig", "load_chip", "load_memory"]
 
 
 class ConfigError(ValueError):
@@ -414,3 +414,106 @@ class SystemConfig:
     def to_dict(self) -> dict:
         return dict(kind="system", chips=self.chips, chip=self.chip.to_dict(),
                     fabric=self.fabric.to_dict())
+
+
+@dataclass(frozen=True)
+class MemoryProfile:
+    """The memory a chip is attached to, as the simulation's memory model plays it
+    (docs/memory.md). Every figure is in the chip's clock cycles.
+
+    - ``bandwidth``: bits a cycle, shared by every read and write channel of the chip;
+      0: no limit — each channel moves a word every cycle (the ``ideal`` memory);
+    - ``latency``: cycles from a read request being taken to its word arriving (1..64);
+    - ``burst``: bytes in the memory's burst, aligned (a DRAM page: the row a bank holds
+      open); 0: none. A word outside the burst last opened opens its burst, at
+      ``burst_cycles`` cycles of the memory's time beside the word's own (precharge
+      and activate);
+    - ``description``: where the figures come from.
+    """
+
+    name: str = "ideal"
+    bandwidth: int = 0
+    latency: int = 1
+    burst: int = 0
+    burst_cycles: int = 0
+    description: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"MemoryProfile.name must be a non-empty string, got {self.name!r}")
+        _int(self, "bandwidth", 0, 1 << 16)
+        _int(self, "latency", 1, MEMORY_MAX_LATENCY)
+        _int(self, "burst", 0, 1 << 20)
+        _int(self, "burst_cycles", 0, 255)
+        if self.burst & (self.burst - 1):
+            raise ConfigError(f"MemoryProfile.burst must be a power of two (bytes) or 0, "
+                              f"got {self.burst}")
+        if self.bandwidth == 0 and (self.burst or self.burst_cycles):
+            raise ConfigError("MemoryProfile: an unlimited memory (bandwidth 0) has no bursts; "
+                              f"got burst {self.burst}, burst_cycles {self.burst_cycles}")
+        if bool(self.burst) != bool(self.burst_cycles):
+            raise ConfigError("MemoryProfile: burst and burst_cycles are both 0 or both set, "
+                              f"got burst {self.burst}, burst_cycles {self.burst_cycles}")
+
+    def burst_shift(self, word_bits: int) -> int:
+        """log2 of the words of ``word_bits`` bits in a burst (0: each word its own)."""
+        words = self.burst * 8 // word_bits
+        return words.bit_length() - 1 if words > 1 else 0
+
+    def cycles_per_word(self, word_bits: int) -> int:
+        """The most cycles one word can take of the memory's time."""
+        if self.bandwidth == 0:
+            return 1
+        return -(-word_bits // self.bandwidth) + self.burst_cycles
+
+    def stretch(self, word_bits: int, channels: int) -> int:
+        """How many times longer a batch may take than on the ideal memory (its cycle
+        budget stretches by this much): a word may wait out the latency — with a
+        reader's buffer, at worst one word at a time — and, with limited bandwidth, a
+        word of each of the ``channels`` (round robin), each as slow as a word can be."""
+        wait = 1 if self.latency == 1 else self.latency + 2
+        if self.bandwidth == 0:
+            return wait
+        return channels * self.cycles_per_word(word_bits) + wait
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "MemoryProfile") -> MemoryProfile:
+        if not isinstance(d, dict):
+            raise ConfigError(f"{where}: expected a JSON object, got {type(d).__name__}")
+        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+        return cls(**d)
+
+
+MEMORY_MAX_LATENCY = 64  # the simulation model's delay line
+
+# Model parameters for a chip clocked at 100 MHz (the boards' target), read from the
+# parts' data sheets and the usual controller overheads; not measured on a board.
+MEMORY_PROFILES: dict[str, MemoryProfile] = {p.name: p for p in (
+    MemoryProfile("ideal", description="every channel a word a cycle, one cycle of latency "
+                  "(the model the chip was designed against)"),
+    MemoryProfile("ulx3s-sdram", bandwidth=16, latency=10, burst=2048, burst_cycles=4,
+                  description="ULX3S: 16-bit SDR SDRAM (AS4C32M16SB) clocked with the chip; "
+                  "2 KB pages (1,024 columns x 16 bits); a page switch costs tRP + tRCD, "
+                  "2 + 2 cycles; CAS latency and controller pipeline about 10 cycles"),
+    MemoryProfile("ecpix5-ddr3", bandwidth=128, latency=20, burst=2048, burst_cycles=4,
+                  description="ECPIX-5: 16-bit DDR3-800 (MT41K256M16) behind a 4:1 PHY, "
+                  "16 bits x 2 edges x 4 = 128 bits a chip cycle at peak; 2 KB pages, a "
+                  "page switch about 4 cycles; about 20 cycles of read latency"),
+    MemoryProfile("hbm", bandwidth=16384, latency=20,
+                  description="an HBM2-class stack: about 205 GB/s (16,384 bits a cycle "
+                  "at 100 MHz), many banks and pseudo-channels (no page cost modelled), "
+                  "about 200 ns of latency"),
+)}
+
+
+def load_memory(name: str) -> MemoryProfile:
+    """A memory profile by name (``--memory``)."""
+    if name not in MEMORY_PROFILES:
+        raise ConfigError(f"unknown memory profile {name!r}: expected one of "
+                          f"{', '.join(MEMORY_PROFILES)}")
+    return MEMORY_PROFILES[name]

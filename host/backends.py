@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from mixgcn.gen.config import CHIP_PRESETS, ChipConfig
+from mixgcn.gen.config import CHIP_PRESETS, MEMORY_PROFILES, ChipConfig, MemoryProfile
 from mixgcn.golden.backend import Backend, GoldenBackend, NumberFormat
 from mixgcn.host.comm import InProcess
 
@@ -34,16 +34,18 @@ def open_golden(*, width: int = 16, index: int = 0) -> GoldenBackend:
 
 def open_rtl(*, chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "default",
              pipeline: bool = True, verbose: bool = False,
-             on_build: Callable[[], None] | None = None, index: int = 0) -> Backend:
+             on_build: Callable[[], None] | None = None, index: int = 0,
+             memory: MemoryProfile = MEMORY_PROFILES["ideal"]) -> Backend:
     """A simulated ``chip`` (built on first use) behind the chip driver. ``pipeline``:
     pair kernels on both engines (False: every kernel alone); ``verbose``: show the
     simulator's output; ``on_build``: called before a build that has to run; ``index``:
-    the chip's number in a system of several (its name in messages)."""
+    the chip's number in a system of several (its name in messages); ``memory``: the
+    profile of the chip's memory (docs/memory.md)."""
     from mixgcn.host.chip_driver import ChipBackend
     from mixgcn.sim.chip.process import SimulatedChip
 
     device = SimulatedChip(chip, name=f"chip {index} ({chip_name})", verbose=verbose,
-                           on_build=on_build)
+                           on_build=on_build, memory=memory)
     return ChipBackend(device, pipeline=pipeline)
 
 
@@ -53,10 +55,12 @@ BACKENDS: dict[str, Callable[..., Backend]] = {"golden": open_golden, "rtl": ope
 def open_system(chips: int, fabric: str = "crossbar", *,
                 chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "default",
                 pipeline: bool = True, verbose: bool = False, link_stall: int = 0,
-                on_build: Callable[[], None] | None = None) -> InProcess:
+                on_build: Callable[[], None] | None = None,
+                memory: MemoryProfile = MEMORY_PROFILES["ideal"]) -> InProcess:
     """``chips`` simulated chips joined by an exchange fabric (``crossbar`` or
     ``serial``, :data:`~mixgcn.gen.config.FABRIC_PRESETS`) in one simulator, each
-    behind the chip driver, as a communicator that carries the fabric."""
+    behind the chip driver, as a communicator that carries the fabric; each chip has
+    its own memory of the profile ``memory``."""
     from mixgcn.gen.config import FABRIC_PRESETS, SystemConfig
     from mixgcn.host.chip_driver import ChipBackend
     from mixgcn.sim.chip.process import SimulatedSystem
@@ -66,7 +70,8 @@ def open_system(chips: int, fabric: str = "crossbar", *,
                          f"{', '.join(FABRIC_PRESETS)}")
     config = SystemConfig(chip=chip, chips=chips, fabric=FABRIC_PRESETS[fabric])
     system = SimulatedSystem(config, name=f"{chips} chips ({chip_name}, {fabric})",
-                             verbose=verbose, on_build=on_build, link_stall=link_stall)
+                             verbose=verbose, on_build=on_build, link_stall=link_stall,
+                             memory=memory)
     return InProcess([ChipBackend(c, pipeline=pipeline) for c in system.chips],
                      fabric=system)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mixgcn.gen.config import CHIP_PRESETS
+from mixgcn.gen.config import CHIP_PRESETS, MEMORY_PROFILES
 from mixgcn.golden.backend import GoldenBackend, NumberFormat, Stage
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
@@ -248,11 +248,13 @@ def pipeline_report(alone: dict, piped: dict) -> tuple[list[dict], list[dict]]:
     return pairs, sorted(out, key=lambda st: st["stage"])
 
 
-def _train_rtl(dataset, epochs: int, chip_name: str = "default", **options) -> dict:
+def _train_rtl(dataset, epochs: int, chip_name: str = "default", chip=None,
+               memory=MEMORY_PROFILES["ideal"], **options) -> dict:
     from mixgcn.host.backends import opened
 
-    chip = CHIP_PRESETS[chip_name]
+    chip = CHIP_PRESETS[chip_name] if chip is None else chip
     with opened("rtl", chip=chip, chip_name=chip_name, pipeline=options.pop("pipeline", True),
+                memory=memory,
                 on_build=lambda: _log(f"building the {chip_name} chip (once)")) as backend:
         return train(dataset, GCNConfig(epochs=epochs), precision="fixed16", backend=backend,
                      **options)
@@ -320,6 +322,43 @@ def bench_rtl() -> tuple[dict, list[str]]:
                 f"cycles/s; host work (operand layout, transfers, Adam) "
                 f"{keys['rtl_host_seconds_share']:.0%} of the wall time")
     return keys, rows
+
+
+def bench_memory() -> tuple[dict, list[str]]:
+    """A Cora epoch on the default chip under each memory profile (docs/memory.md),
+    with the preset's readers and with readers deep enough to cover the profile's
+    latency (``reader_depth`` = latency + 2); the weights must not change."""
+    from mixgcn.hdl.chip import ChipLayouts
+
+    cora = _cora()
+    base = CHIP_PRESETS["default"]
+    runs, sha = {}, None
+    for name, profile in MEMORY_PROFILES.items():
+        depths = sorted({base.reader_depth, max(base.reader_depth, profile.latency + 2)})
+        for depth in depths:
+            _log(f"memory: 2 Cora epochs on the default chip, {name} memory, "
+                 f"reader_depth {depth}")
+            chip = dataclasses.replace(base, reader_depth=depth)
+            r = _train_rtl(cora, 2, chip=chip, memory=profile)
+            if sha is not None and r["weights_sha256"] != sha:
+                raise RuntimeError(f"the {name} memory changed the weights: the chip's "
+                                   "results depend on when words arrive")
+            sha = r["weights_sha256"]
+            runs[name, depth] = r["epoch_cycles"][-1]
+    ideal = runs["ideal", base.reader_depth]
+    per = {}
+    rows = [f"Memory profiles: a Cora epoch (2nd of 2) on the default chip "
+            f"({base.lanes} lanes, {ChipLayouts(base).mem_width}-bit memory words); "
+            "profiles are model parameters, not board measurements"]
+    rows.append(f"  {'profile':<12} {'bits/cycle':>10} {'latency':>7} {'burst':>6} "
+                f"{'readers':>7} {'cycles/epoch':>12} {'vs ideal':>8}")
+    for (name, depth), cycles in runs.items():
+        p = MEMORY_PROFILES[name]
+        per.setdefault(name, dict(profile=p.to_dict(), epoch_cycles={}))
+        per[name]["epoch_cycles"][str(depth)] = cycles
+        rows.append(f"  {name:<12} {p.bandwidth or 'no limit':>10} {p.latency:>7} "
+                    f"{p.burst or '-':>6} {depth:>7} {cycles:>12,} {cycles / ideal:>7.2f}x")
+    return dict(cora_epoch_cycles_per_memory=per, memory_weights_sha256=sha), rows
 
 
 def bench_presets() -> tuple[dict, list[str]]:
@@ -614,7 +653,8 @@ def bench_boards():
 
 
 SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": bench_rtl,
-            "presets": bench_presets, "comm": bench_comm, "mop_rtl": bench_mop_rtl,
+            "presets": bench_presets, "memory": bench_memory, "comm": bench_comm,
+            "mop_rtl": bench_mop_rtl,
             "fabric": bench_fabric, "boards": bench_boards}
 # sections run only when named with --only (make bench-boards): an hour or more
 SLOW_SECTIONS = {"boards"}

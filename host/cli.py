@@ -12,7 +12,14 @@ from pathlib import Path
 
 from mixgcn import __version__
 from mixgcn.gen.board import BOARDS as BOARD_NAMES
-from mixgcn.gen.config import CHIP_PRESETS, FABRIC_PRESETS, ConfigError, load_chip
+from mixgcn.gen.config import (
+    CHIP_PRESETS,
+    FABRIC_PRESETS,
+    MEMORY_PROFILES,
+    ConfigError,
+    load_chip,
+    load_memory,
+)
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
 from mixgcn.golden.reorder import ORDERINGS
@@ -47,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--chip", default=None, metavar="{" + ",".join(CHIP_PRESETS) + ",FILE.json}",
                    help="rtl: the chip to simulate, a preset or the chip.json 'make verilog' "
                         "writes (default: default)")
+    t.add_argument("--memory", default=None, choices=tuple(MEMORY_PROFILES),
+                   help="rtl: the memory the simulated chip reads and writes, a profile of "
+                        "bandwidth, latency and bursts (docs/memory.md; default: ideal, "
+                        "every channel a word a cycle)")
     d = GCNConfig()
     t.add_argument("--layers", type=int, default=d.layers)
     t.add_argument("--hidden", type=int, default=d.hidden)
@@ -167,7 +178,8 @@ def cmd_train(args) -> int:
     if args.json is not None:
         _check_writable(args.json)
     rtl = args.backend == "rtl"
-    for flag, given in (("--no-pipeline", args.no_pipeline), ("--chip", args.chip)):
+    for flag, given in (("--no-pipeline", args.no_pipeline), ("--chip", args.chip),
+                        ("--memory", args.memory)):
         if given and not rtl:
             raise _fail(f"{flag} applies to --backend rtl only")
     parallel, world = _parallel(args)
@@ -177,6 +189,7 @@ def cmd_train(args) -> int:
                     "not available (use fixed16)")
     try:
         chip_name, chip = load_chip(args.chip or "default")
+        memory = load_memory(args.memory or "ideal")
         dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     except (ConfigError, DatasetError) as e:
         raise _fail(str(e)) from None
@@ -198,12 +211,13 @@ def cmd_train(args) -> int:
         except ValueError as e:
             raise _fail(f"the chip '{chip_name}' cannot train {dataset.name}: {e}") from None
         options = dict(chip=chip, chip_name=chip_name, pipeline=not args.no_pipeline,
-                       verbose=args.verbose,
+                       verbose=args.verbose, memory=memory,
                        on_build=lambda: log(f"generating and building the simulated chip "
                                             f"'{chip_name}' (a minute or two, once: later "
                                             "runs reuse it)"))
     log(f"training {config.layers}-layer GCN, hidden {config.hidden}, {precision} on "
-        f"{args.backend}{f' (chip {chip_name})' if rtl else ''}, {config.epochs} epochs, "
+        f"{args.backend}{f' (chip {chip_name}, {memory.name} memory)' if rtl else ''}, "
+        f"{config.epochs} epochs, "
         f"seed {config.seed}"
         + (f", nodes reordered ({args.reorder})" if args.reorder != "none" else ""))
     if parallel is not None:
@@ -233,7 +247,7 @@ def cmd_train(args) -> int:
     except KeyboardInterrupt:
         raise _fail("interrupted; the simulated chip was stopped") from None
     if rtl:
-        result["chip"] = chip_name
+        result["chip"], result["memory_profile"] = chip_name, memory.name
     print(f"accuracy: train {result['train_accuracy']:.4f}  val {result['val_accuracy']:.4f}  "
           f"test {result['test_accuracy']:.4f}")
     print(f"wall time: {result['wall_seconds']:.2f} s "

@@ -71,3 +71,36 @@ def test_chip_config_refuses_mismatched_engines():
         ChipConfig(pipeline_depth=0)
     with pytest.raises(ConfigError, match="must be an SAEConfig"):
         ChipConfig(sae="default")
+
+
+@pytest.mark.sim
+def test_memory_model_cocotb():
+    from mixgcn.sim.verify import tb_memory
+
+    run_cocotb(tb_memory.VERILOG, tb_memory.TOP, "mixgcn.sim.verify.tb_memory")
+
+
+def test_memory_profiles_refuse_bad_values_naming_them():
+    from mixgcn.gen.config import MEMORY_PROFILES, MemoryProfile, load_memory
+
+    for kwargs, message in ((dict(latency=0), "latency must be in 1..64, got 0"),
+                            (dict(latency=65), "latency must be in 1..64, got 65"),
+                            (dict(bandwidth=-1), "bandwidth must be in 0..65536, got -1"),
+                            (dict(bandwidth=16, burst=1000, burst_cycles=2),
+                             "burst must be a power of two .* got 1000"),
+                            (dict(burst=64, burst_cycles=2), "unlimited memory .* has no bursts"),
+                            (dict(bandwidth=16, burst=64), "both 0 or both set"),
+                            (dict(name=""), "name must be a non-empty string")):
+        with pytest.raises(ConfigError, match=message):
+            MemoryProfile(**kwargs)
+    with pytest.raises(ConfigError, match="unknown memory profile 'dram': expected one of "
+                                          "ideal, ulx3s-sdram"):
+        load_memory("dram")
+    for profile in MEMORY_PROFILES.values():  # each survives its JSON (the server's copy)
+        assert MemoryProfile.from_dict(profile.to_dict()) == profile
+    with pytest.raises(ConfigError, match="unknown key.* 'speed'"):
+        MemoryProfile.from_dict({"speed": 3})
+    # the budget stretch: 1 on the ideal memory; a 64-bit word at 16 bits a cycle
+    # with 4-cycle bursts takes 8 cycles, 8 channels of them, plus latency 10 + 2
+    assert MEMORY_PROFILES["ideal"].stretch(64, 8) == 1
+    assert MEMORY_PROFILES["ulx3s-sdram"].stretch(64, 8) == 8 * (4 + 4) + 12

@@ -105,6 +105,7 @@ def test_unwritable_json_is_refused_before_training(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["--chip", "tiny"], "--chip applies to --backend rtl only"),
     (["--no-pipeline"], "--no-pipeline applies to --backend rtl only"),
+    (["--memory", "hbm"], "--memory applies to --backend rtl only"),
     (["--backend", "rtl", "--chip", "huge"], "unknown chip 'huge': expected one of tiny, "
                                              "default, micro, ecp5 or a .json file"),
     (["--backend", "rtl", "--chip", "nowhere.json"], "chip file nowhere.json: No such file"),

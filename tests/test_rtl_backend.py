@@ -34,6 +34,22 @@ def test_tiny_chip_matches_golden_on_synthetic(tmp_path):
 
 
 @pytest.mark.sim
+def test_the_chip_is_exact_on_memory_with_bandwidth_and_latency(tmp_path):
+    """The memory profiles change when words arrive, never which: the same weights
+    as golden, in more cycles than on the ideal memory (the profile is played)."""
+    args = ["--dataset", "synthetic:nodes=120,features=24", "--epochs", "1", "--seed", "3",
+            "--backend", "rtl", "--chip", "tiny"]
+    gold = _golden(tmp_path, *args[:6])["weights_sha256"]
+    ideal = _run(tmp_path, "ideal", *args)
+    assert ideal["memory_profile"] == "ideal" and ideal["weights_sha256"] == gold
+    for name in ("ulx3s-sdram", "hbm"):
+        run = _run(tmp_path, name, *args, "--memory", name)
+        assert run["memory_profile"] == name
+        assert run["weights_sha256"] == gold, name
+        assert run["cycles"] > ideal["cycles"], (name, run["cycles"], ideal["cycles"])
+
+
+@pytest.mark.sim
 def test_micro_chip_trains_exactly(tmp_path):
     """The smallest preset (2 lanes, 6 multipliers, 24-bit counters, 42-bit
     accumulators: what an iCE40 UP5K might have held) still trains, bit for bit."""

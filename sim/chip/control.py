@@ -24,13 +24,15 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, First, RisingEdge, Timer, ValueChange
 
-from mixgcn.gen.config import ChipConfig
-from mixgcn.hdl.chip import ChipLayouts
+from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile
+from mixgcn.hdl.chip import READ_CHANNELS, WRITE_CHANNELS, ChipLayouts
 from mixgcn.host.device import COUNTERS, BatchResult, StatusRecord
 from mixgcn.host.packing import from_ints, to_ints, word_bytes
 from mixgcn.sim.build import CLOCK_PERIOD_NS
 
-__all__ = ["ChipHung", "HarnessControl", "InSimulatorChip", "run_together"]
+__all__ = ["CHANNELS", "ChipHung", "HarnessControl", "InSimulatorChip", "run_together"]
+
+CHANNELS = len(READ_CHANNELS) + len(WRITE_CHANNELS)  # the memory's, sharing its bandwidth
 
 
 class ChipHung(RuntimeError):
@@ -93,9 +95,12 @@ class HarnessControl:
     ``read_stall``, ``write_stall``, ``xchg_stall`` (each 0..255): the probability, in
     256ths, that a read channel refuses a request, a write channel a write, the exchange
     wire a row in a cycle (:class:`~mixgcn.sim.chip.harness.ChipHarness`); a batch's
-    cycle budget stretches by the largest."""
+    cycle budget stretches by the largest. ``memory``: the memory model's profile
+    (:class:`~mixgcn.gen.config.MemoryProfile`); a batch's budget stretches by the most
+    cycles a word can wait under it."""
 
-    def __init__(self, dut, config: ChipConfig, *, chip: int | None = None):
+    def __init__(self, dut, config: ChipConfig, *, chip: int | None = None,
+                 memory: MemoryProfile = MEMORY_PROFILES["ideal"]):
         # chip p of a system harness: its ports carry the prefix c<p>_, its memories
         # live in the harness's c<p>
         self.dut = _Ports(dut, "" if chip is None else f"c{chip}_")
@@ -107,6 +112,9 @@ class HarnessControl:
         self.capacity = 1 << config.addr_width
         self.desc_depth = len(self.harness.desc_src.mem)
         self.read_stall = self.write_stall = self.xchg_stall = 0
+        if not isinstance(memory, MemoryProfile):
+            raise TypeError(f"expected a MemoryProfile, got {memory!r}")
+        self.memory = memory
         self._pending: list[tuple[int, np.ndarray]] = []
         args = getattr(cocotb, "plusargs", {}) or {}
         self.load_path = Path(args.get("MIXGCN_MEM_LOAD", "mixgcn_mem_load.hex"))
@@ -117,8 +125,19 @@ class HarnessControl:
         for name in ("read_stall", "write_stall", "xchg_stall", "dump_first", "dump_last"):
             if self.dut.has(name):
                 getattr(self.dut, name).value = 0
+        self._set_memory()
         self.dut.desc_count.value = 0
         await self.reset()
+
+    def _set_memory(self) -> None:
+        dut, m = self.dut, self.memory
+        dut.mem_bandwidth.value, dut.mem_latency.value = m.bandwidth, m.latency
+        dut.mem_burst_shift.value = m.burst_shift(self.lay.mem_width)
+        dut.mem_burst_cycles.value = m.burst_cycles
+
+    def stretch(self) -> int:
+        """How many times longer a batch may take than on the ideal memory."""
+        return self.memory.stretch(self.lay.mem_width, CHANNELS)
 
     async def reset(self, cycles: int = 3) -> None:
         dut = self.dut
@@ -199,6 +218,7 @@ class HarnessControl:
         for i, d in enumerate(descs):
             src[i].value = d
         dut.read_stall.value, dut.write_stall.value = self.read_stall, self.write_stall
+        self._set_memory()
         if dut.has("xchg_stall"):
             dut.xchg_stall.value = self.xchg_stall
         dut.desc_count.value = n
@@ -233,7 +253,7 @@ async def run_together(chips: list[HarnessControl], batches: list[np.ndarray], b
     await RisingEdge(clk)  # the start pulse has cleared `received`
     t0 = time.perf_counter()
     worst = max([stall, *(max(c.read_stall, c.write_stall, c.xchg_stall) for c in chips)])
-    stretched = budget * 256 // max(1, 256 - worst)
+    stretched = budget * max(c.stretch() for c in chips) * 256 // max(1, 256 - worst)
     limit = Timer(CLOCK_PERIOD_NS * stretched, unit="ns")
 
     def finished() -> bool:

@@ -6,14 +6,15 @@ loop: the driver (:mod:`mixgcn.sim.chip.control`) bulk-loads memory and descript
 sets ``desc_count``, pulses ``start`` and waits for ``received`` status records.
 
 Ports: ``mem_load`` / ``mem_dump`` with ``dump_first`` / ``dump_last`` (bulk transfers
-between the memory model and files, see ``mixgcn_memory.v``), ``desc_count``, ``start``,
-``read_stall`` / ``write_stall`` / ``xchg_stall`` (random stalls, see
-:class:`ChipHarness`), ``received``, ``done`` (all status records in), ``elapsed`` (the
-batch's cycles); the chip's ``idle``, ``error`` and counters (:func:`flat_counters`)
-pass through. The memory model is instance ``mem`` (array ``mem``), the descriptor
-memory ``desc_src.mem``, the status memory ``status_sink.mem``. With
-``loopback=False`` the chip's exchange port is exposed and the harness closes it
-through a wire that stalls at random (``xchg_stall``).
+between the memory model and files, see ``mixgcn_memory.v``), ``desc_count``,
+``start``, ``read_stall`` / ``write_stall`` / ``xchg_stall`` (random stalls, see
+:class:`ChipHarness`), ``mem_bandwidth`` / ``mem_latency`` / ``mem_burst_shift`` /
+``mem_burst_cycles`` (the memory's profile), ``received``, ``done`` (all status
+records in), ``elapsed`` (the batch's cycles); the chip's ``idle``, ``error`` and
+counters (:func:`flat_counters`) pass through. The memory model is instance ``mem``
+(array ``mem``), the descriptor memory ``desc_src.mem``, the status memory
+``status_sink.mem``. With ``loopback=False`` the chip's exchange port is exposed and
+the harness closes it through a wire that stalls at random (``xchg_stall``).
 """
 
 from __future__ import annotations
@@ -154,6 +155,9 @@ def harness_ports(chip_ports, config: ChipConfig) -> dict:
     return {"mem_load": In(1), "mem_dump": In(1), "dump_first": In(aw),
             "dump_last": In(aw), "desc_count": In(32), "start": In(1),
             "read_stall": In(8), "write_stall": In(8),
+            # the memory's profile (MemoryProfile; set between batches)
+            "mem_bandwidth": In(17), "mem_latency": In(7), "mem_burst_shift": In(5),
+            "mem_burst_cycles": In(8),
             "received": Out(32), "done": Out(1), "idle": Out(1),
             "error": Out(chip_ports.error.shape().size),
             "elapsed": Out(len(chip_ports.counters.cycles)), **counters}
@@ -189,7 +193,9 @@ def attach(m: Module, c: ChipConfig, chip, port, desc_depth: int, seed: int) -> 
     m.submodules.mem = Instance(
         "mixgcn_memory", p_AW=aw, p_MW=mw, p_NR=nr, p_NW=nw, p_SEED=seed,
         i_clk=ClockSignal(), i_rst=ResetSignal(), i_rd_stall=port("read_stall"),
-        i_wr_stall=port("write_stall"),
+        i_wr_stall=port("write_stall"), i_bandwidth=port("mem_bandwidth"),
+        i_latency=port("mem_latency"), i_burst_shift=port("mem_burst_shift"),
+        i_burst_cycles=port("mem_burst_cycles"),
         i_rd_req_valid=Cat(r.req.valid for r in rd), o_rd_req_ready=req_ready,
         i_rd_req_addr=Cat(r.req.payload for r in rd),
         o_rd_resp_valid=resp_valid, o_rd_resp_data=resp_data,

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mixgcn.gen.config import ChipConfig, SystemConfig
-from mixgcn.hdl.chip import ChipLayouts
+from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile, SystemConfig
+from mixgcn.hdl.chip import READ_CHANNELS, WRITE_CHANNELS, ChipLayouts
 from mixgcn.host.device import (
     TIMEOUTS,
     BatchResult,
@@ -87,18 +87,24 @@ class SimulatedChip:
     ``name`` appears in every message; ``loopback=False`` exposes the exchange port
     (closed in the harness by a randomly stalling wire); ``verbose`` shows the
     simulator's own output on stderr (otherwise it goes to ``simulator.log`` in the
-    server's working folder); ``on_build`` is called before a build that has to run."""
+    server's working folder); ``on_build`` is called before a build that has to run;
+    ``memory``: the profile the memory model plays (a batch's cycle budget, and the
+    time the host waits for it, stretch by :meth:`MemoryProfile.stretch`)."""
 
     def __init__(self, config: ChipConfig, *, name: str = "chip 0", loopback: bool = True,
                  verbose: bool = False, on_build: Callable[[], None] | None = None,
-                 timeouts: TimeoutPolicy = TIMEOUTS):
+                 timeouts: TimeoutPolicy = TIMEOUTS,
+                 memory: MemoryProfile = MEMORY_PROFILES["ideal"]):
         served = config  # what the simulation holds: this chip, or a system's chips
         if isinstance(config, SystemConfig):
             config = config.chip
         if not isinstance(config, ChipConfig):
             raise TypeError(f"expected a ChipConfig, got {config!r}")
-        self.config, self.name, self.timeouts = config, name, timeouts
+        if not isinstance(memory, MemoryProfile):
+            raise TypeError(f"expected a MemoryProfile, got {memory!r}")
+        self.config, self.name, self.timeouts, self.memory = config, name, timeouts, memory
         lay = ChipLayouts(config)
+        self.stretch = memory.stretch(lay.mem_width, len(READ_CHANNELS) + len(WRITE_CHANNELS))
         self.mem_bytes = word_bytes(lay.mem_width)
         self.desc_bytes = word_bytes(lay.desc_layout.size)
         self.status_bytes = word_bytes(lay.status_layout.size)
@@ -120,7 +126,8 @@ class SimulatedChip:
         host_end, chip_end = socket.socketpair()
         env = simulator_env(TOP, "mixgcn.sim.chip.server", self.workdir / "results.xml")
         env.update(MIXGCN_SERVER_FD=str(chip_end.fileno()), MIXGCN_HOST_PID=str(os.getpid()),
-                   MIXGCN_CHIP_CONFIG=json.dumps(served.to_dict()))
+                   MIXGCN_CHIP_CONFIG=json.dumps(served.to_dict()),
+                   MIXGCN_MEMORY_PROFILE=json.dumps(memory.to_dict()))
         out = None if verbose else open(self.log, "wb")
         try:
             self.process = subprocess.Popen(
@@ -149,6 +156,10 @@ class SimulatedChip:
             self._fail()
             raise DeviceError(f"{self.name}: the simulator serves another chip (words of "
                               f"{sizes} bytes, not {want}, or another configuration)")
+        if hello.get("memory") != memory.to_dict():
+            self._fail()
+            raise DeviceError(f"{self.name}: the simulator plays another memory "
+                              f"({hello.get('memory')}, not {memory.name!r})")
 
     # ---------------------------------------------------------------- protocol
     def write(self, addr: int, words: np.ndarray) -> None:
@@ -161,7 +172,7 @@ class SimulatedChip:
         reply, blob = self._request(
             dict(op="run", count=len(descriptors), budget=int(budget)), descriptors,
             doing=f"running {label} ({len(descriptors)} descriptors)",
-            timeout=self.timeouts.reply_seconds(budget))
+            timeout=self.timeouts.reply_seconds(budget * self.stretch))
         return self._result(reply, blob)
 
     def _result(self, reply: dict, blob: bytes) -> BatchResult:
@@ -337,7 +348,7 @@ class SimulatedSystem(SimulatedChip):
             dict(op="run_together", counts=[len(b) for b in batches], budget=int(budget),
                  route=route, link_stall=self.link_stall), blob,
             doing=f"running {label} on {P} chips",
-            timeout=self.timeouts.reply_seconds(budget))
+            timeout=self.timeouts.reply_seconds(budget * self.stretch))
         self.link_flits += np.asarray(reply["flits"], dtype=np.int64).reshape(P, P)
         results, offset = [], 0
         for r in reply["results"]:
@@ -375,7 +386,7 @@ class SimulatedSystem(SimulatedChip):
                 self._round += 1
                 self._meet.notify_all()
             else:
-                wait = self.timeouts.reply_seconds(budget)
+                wait = self.timeouts.reply_seconds(budget * self.stretch)
                 if not self._meet.wait_for(lambda: self._round != here, timeout=wait):
                     self._waiting.pop(p, None)
                     raise DeviceError(f"{self.name}: chip {p} waited {wait:.0f} s for the "
@@ -412,7 +423,7 @@ class SystemChip:
         reply, blob = s._request(
             dict(op="run", chip=self.index, count=len(descriptors), budget=int(budget)),
             descriptors, doing=f"running {label} on chip {self.index}",
-            timeout=s.timeouts.reply_seconds(budget))
+            timeout=s.timeouts.reply_seconds(budget * s.stretch))
         return s._result(reply, blob)
 
     def read(self, addr: int, count: int) -> np.ndarray:

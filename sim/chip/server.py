@@ -7,19 +7,21 @@ as file descriptor ``$MIXGCN_SERVER_FD`` and carries each out on the simulation
 (:class:`~mixgcn.sim.chip.control.HarnessControl`); while it waits for a request the
 simulation waits with it, so no simulated time passes between batches.
 
+The memory model plays the profile in ``$MIXGCN_MEMORY_PROFILE`` (a
+:class:`~mixgcn.gen.config.MemoryProfile` as JSON; the ideal memory without it).
+
 Operations (each may name a ``chip`` of a system; the first by default): ``hello``
-(the word sizes and configuration), ``write`` (``addr``, ``count``; blob: the words),
-``read`` (``addr``, ``count``; reply blob: the words), ``run`` (``count``, ``budget``;
-blob: descriptors; reply: ``cycles``, ``counters``, ``device_seconds``, ``error`` (the
-chip's error flags), ``completed``; blob: the status records), ``counters``,
-``reset``, ``stalls`` (``read``, ``write``: the chip's memory refuses a request or
-a write in a cycle with that probability in 256ths), ``close``; on a system,
-``run_together`` (every chip's batch at once across the fabric,
-:meth:`ChipServer._run_together`). Any
-exception becomes an error reply; the server keeps serving. It ends when the host asks
-it to or closes the connection, and when the host process is gone (checked every
-:data:`WATCH_CYCLES` cycles of a running batch too, so a long batch never leaves it
-behind).
+(the word sizes, the configuration and the memory profile), ``write`` (``addr``,
+``count``; blob: the words), ``read`` (``addr``, ``count``; reply blob: the words),
+``run`` (``count``, ``budget``; blob: descriptors; reply: ``cycles``, ``counters``,
+``device_seconds``, ``error`` (the chip's error flags), ``completed``; blob: the
+status records), ``counters``, ``reset``, ``stalls`` (``read``, ``write``: the chip's
+memory refuses a request or a write in a cycle with that probability in 256ths),
+``close``; on a system, ``run_together`` (every chip's batch at once across the
+fabric, :meth:`ChipServer._run_together`). Any exception becomes an error reply; the
+server keeps serving. It ends when the host asks it to or closes the connection, and
+when the host process is gone (checked every :data:`WATCH_CYCLES` cycles of a running
+batch too, so a long batch never leaves it behind).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import socket
 import cocotb
 import numpy as np
 
-from mixgcn.gen.config import ChipConfig, SystemConfig
+from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile, SystemConfig
 from mixgcn.hdl.fabric import FabricMode, route_layout
 from mixgcn.host.device import recv_message, send_message, words_from_blob
 from mixgcn.host.packing import word_bytes
@@ -67,7 +69,7 @@ class ChipServer:
             config = self.system.to_dict() if self.system else chip.config.to_dict()
             return dict(ok=True, pid=os.getpid(), mem_bytes=chip.mem_bytes,
                         desc_bytes=self.desc_bytes, status_bytes=chip.status_bytes,
-                        config=config), b""
+                        config=config, memory=chip.memory.to_dict()), b""
         if op == "run_together":
             return await self._run_together(req, blob)
         if op == "write":
@@ -148,13 +150,17 @@ async def serve(dut):
     """Serve requests until the host closes the connection or asks to close."""
     host_pid = int(os.environ["MIXGCN_HOST_PID"])
     config = json.loads(os.environ["MIXGCN_CHIP_CONFIG"])
+    profile = os.environ.get("MIXGCN_MEMORY_PROFILE")
+    memory = (MemoryProfile.from_dict(json.loads(profile)) if profile
+              else MEMORY_PROFILES["ideal"])
     if config.get("kind") == "system":
         system = SystemConfig.from_dict(config)
-        chips = [HarnessControl(dut, system.chip, chip=p) for p in range(system.chips)]
+        chips = [HarnessControl(dut, system.chip, chip=p, memory=memory)
+                 for p in range(system.chips)]
         dut.link_stall.value = 0
         server = ChipServer(chips, host_pid, system=system, dut=dut)
     else:
-        chips = [HarnessControl(dut, ChipConfig.from_dict(config))]
+        chips = [HarnessControl(dut, ChipConfig.from_dict(config), memory=memory)]
         server = ChipServer(chips, host_pid)
     for chip in chips:
         await chip.start()  # the reset is shared: every chip's inputs are set first

@@ -1,11 +1,13 @@
-"""Mutation testing of ``hdl/``: does a one-line change of the hardware fail a test?
+"""Mutation testing of ``hdl/`` (and the simulation's memory model): does a one-line
+change of the hardware fail a test?
 
-Each :class:`Mutant` replaces one fragment of one line of ``hdl/`` and names the
-quickest tests that must catch it (amaranth.sim unit tests and formal proofs: seconds,
-no simulator build). ``python -m mixgcn.sim.verify.mutants`` (``make mutants``) copies
-the package to a scratch folder, checks that the named tests pass on the unmutated
-copy, then applies each mutant alone and runs its tests; it prints a table and exits
-non-zero if any mutant survives (or its tests could not run).
+Each :class:`Mutant` replaces one fragment of one line of ``hdl/`` (or of
+``sim/chip/mixgcn_memory.v``) and names the quickest tests that must catch it
+(amaranth.sim unit tests and formal proofs: seconds, no simulator build). ``python -m
+mixgcn.sim.verify.mutants`` (``make mutants``) copies the package to a scratch folder,
+checks that the named tests pass on the unmutated copy, then applies each mutant alone
+and runs its tests; it prints a table and exits non-zero if any mutant survives (or
+its tests could not run).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ _UNITS = "tests/test_hdl_units.py"
 _PARTS = "tests/test_hdl_components.py"
 _FORMAL = "tests/test_formal.py::test_proof"
 _FABRIC = "tests/test_fabric.py"
+_MEMORY = "tests/test_chip_cocotb.py::test_memory_model_cocotb"
 
 MUTANTS = [
     Mutant("rounding", "hdl/output_stage.py",
@@ -222,6 +225,14 @@ MUTANTS = [
     Mutant("keep-apart", "hdl/timing.py", "%ci:+[Q]", "%ci:+[D]",
            ("tests/test_board.py::test_the_mac_cells_keep_their_own_control_registers",),
            "the board flow no longer keeps the control copies' flip-flops apart"),
+    # the simulation's memory model (its profiles are what cycle counts assume)
+    Mutant("memory-burst-turn", "sim/chip/mixgcn_memory.v",
+           "                            next_turn = CW'(c);",
+           "                            next_turn = CW'((c + 1) % N);",
+           (_MEMORY,), "a channel loses its turn inside its burst: bursts reopen"),
+    Mutant("memory-credit", "sim/chip/mixgcn_memory.v",
+           "if (avail >= cost) begin", "if (avail + 64 >= cost) begin",
+           (_MEMORY,), "the memory moves words it has not earned the bandwidth for"),
 ]
 
 

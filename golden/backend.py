@@ -97,7 +97,9 @@ class BatchRecord:
     """One batch a device ran: its ``kind`` (``spmm``, ``gemm_xw``, ``gemm_xw_sparse``
     (a GEMM with a sparse left operand, on the sparse engine), or a pair's two kinds
     joined by ``+`` (``pairing`` "pipelined") or ``|`` ("beside")), the model's sites
-    it served, its cycles and each engine's busy cycles within it."""
+    it served, its cycles, each engine's busy cycles within it and the words the chip's
+    memory moved for it (``memory_reads``, ``memory_writes``; 0 where the device does
+    not count them)."""
 
     kind: str
     sites: tuple[str, ...]
@@ -105,6 +107,8 @@ class BatchRecord:
     cycles: int
     sae_busy: int
     dce_busy: int
+    memory_reads: int = 0
+    memory_writes: int = 0
 
 
 @dataclass
@@ -135,10 +139,14 @@ class DeviceReport:
         per_op: dict[str, int] = {}
         per_site: dict[str, dict] = {}
         busy = {"sae": 0, "dce": 0}
+        reads: dict[str, int] = {}
+        writes = 0
         for b in self.batches:
             per_op[b.kind] = per_op.get(b.kind, 0) + b.cycles
             busy["sae"] += b.sae_busy
             busy["dce"] += b.dce_busy
+            reads[b.kind] = reads.get(b.kind, 0) + b.memory_reads
+            writes += b.memory_writes
             key = ("|" if b.pairing == "beside" else "+").join(b.sites)
             rec = per_site.setdefault(key, dict(kind=b.kind, sites=list(b.sites),
                                                 pairing=b.pairing, runs=0, cycles=0))
@@ -148,7 +156,9 @@ class DeviceReport:
                     dce_busy_cycles=busy["dce"], cycles_per_op=per_op,
                     cycles_per_site=per_site, kernel_runs=self.kernel_runs,
                     sim_seconds=self.device_seconds, memory_words_written=self.words_written,
-                    memory_words_read=self.words_read, chip_config=self.chip,
+                    memory_words_read=self.words_read, chip_words_read=sum(reads.values()),
+                    chip_words_read_per_op=reads, chip_words_written=writes,
+                    chip_config=self.chip,
                     **(self.parallel or {}))
 
 

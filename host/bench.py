@@ -332,7 +332,7 @@ def bench_memory() -> tuple[dict, list[str]]:
 
     cora = _cora()
     base = CHIP_PRESETS["default"]
-    runs, sha = {}, None
+    runs, sha, words = {}, None, None
     for name, profile in MEMORY_PROFILES.items():
         depths = sorted({base.reader_depth, max(base.reader_depth, profile.latency + 2)})
         for depth in depths:
@@ -345,6 +345,12 @@ def bench_memory() -> tuple[dict, list[str]]:
                                    "results depend on when words arrive")
             sha = r["weights_sha256"]
             runs[name, depth] = r["epoch_cycles"][-1]
+            moved = (r["chip_words_read"], r["chip_words_written"])
+            if words is not None and moved != words:
+                raise RuntimeError(f"the {name} memory changed the words the chip moved: "
+                                   f"{moved} (read, written), {words} on the ideal memory")
+            words = moved
+            per_op = r["chip_words_read_per_op"]
     ideal = runs["ideal", base.reader_depth]
     per = {}
     rows = [f"Memory profiles: a Cora epoch (2nd of 2) on the default chip "
@@ -358,7 +364,17 @@ def bench_memory() -> tuple[dict, list[str]]:
         per[name]["epoch_cycles"][str(depth)] = cycles
         rows.append(f"  {name:<12} {p.bandwidth or 'no limit':>10} {p.latency:>7} "
                     f"{p.burst or '-':>6} {depth:>7} {cycles:>12,} {cycles / ideal:>7.2f}x")
-    return dict(cora_epoch_cycles_per_memory=per, memory_weights_sha256=sha), rows
+    epochs = 2
+    rows.append(f"  the chip's memory traffic, the same under every profile (mean of the "
+                f"{epochs} epochs): {words[0] / epochs:,.0f} words read, "
+                f"{words[1] / epochs:,.0f} written ({ChipLayouts(base).mem_width // 8} bytes "
+                "a word); read by operation: "
+                + ", ".join(f"{k} {v / epochs:,.0f}" for k, v in sorted(per_op.items())))
+    return dict(cora_epoch_cycles_per_memory=per, memory_weights_sha256=sha,
+                cora_epoch_chip_words_read=words[0] / epochs,
+                cora_epoch_chip_words_written=words[1] / epochs,
+                cora_epoch_chip_words_read_per_op={k: v / epochs for k, v in per_op.items()}
+                ), rows
 
 
 def bench_presets() -> tuple[dict, list[str]]:

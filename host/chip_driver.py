@@ -356,7 +356,9 @@ class ChipBackend:
         r.batches.append(BatchRecord(kind=kind, sites=tuple(sites), pairing=pairing,
                                      cycles=res.cycles,
                                      sae_busy=res.counters.get("sae_busy_cycles", 0),
-                                     dce_busy=res.counters.get("dce_busy_cycles", 0)))
+                                     dce_busy=res.counters.get("dce_busy_cycles", 0),
+                                     memory_reads=res.counters.get("memory_reads", 0),
+                                     memory_writes=res.counters.get("memory_writes", 0)))
 
     def _read_rows(self, addr: int, count: int, lanes: int) -> np.ndarray:
         if count == 0:

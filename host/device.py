@@ -43,6 +43,7 @@ from mixgcn.hdl.chip import ENGINE_COUNTERS, ChipLayouts, Unit
 
 __all__ = [
     "COUNTERS",
+    "MEMORY_COUNTERS",
     "TIMEOUTS",
     "BatchResult",
     "ChipDevice",
@@ -58,6 +59,9 @@ __all__ = [
 # the chip's counters a device reports, named as the chip's ports
 COUNTERS = ("cycles", "issued", "completed", "load_cycles",
             *(f"{e}_{c}" for e in ("sae", "dce") for c in ENGINE_COUNTERS))
+# what a device may count beside the chip: the words the chip's memory moved for it,
+# read and written (the simulation's memory model counts them)
+MEMORY_COUNTERS = ("memory_reads", "memory_writes")
 
 
 class DeviceError(RuntimeError):

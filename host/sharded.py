@@ -416,7 +416,7 @@ class ShardedBackend:
                 self.cycles_per_chip[0] += o.cycles
                 self.steps.extend(o.batches)
             return outcomes
-        cycles, busy = [], [0, 0]
+        cycles, busy, moved = [], [0, 0], [0, 0]  # moved: every chip's memory words
         for p, o in enumerate(outcomes):
             if o is None:
                 continue
@@ -430,10 +430,13 @@ class ShardedBackend:
             for b in o.batches:
                 busy[0] += b.sae_busy
                 busy[1] += b.dce_busy
+                moved[0] += b.memory_reads
+                moved[1] += b.memory_writes
         if self.timed:
             self.steps.append(BatchRecord(kind=kind, sites=sites, pairing=pairing,
                                           cycles=max(cycles, default=0), sae_busy=busy[0],
-                                          dce_busy=busy[1]))
+                                          dce_busy=busy[1], memory_reads=moved[0],
+                                          memory_writes=moved[1]))
         # the output stage's statistics, reduced across the chips that ran
         self._count("stats", sites[0], np.zeros(self.P),
                     STATS_BYTES * sum(o is not None for o in outcomes))

@@ -36,7 +36,8 @@ def test_tiny_chip_matches_golden_on_synthetic(tmp_path):
 @pytest.mark.sim
 def test_the_chip_is_exact_on_memory_with_bandwidth_and_latency(tmp_path):
     """The memory profiles change when words arrive, never which: the same weights
-    as golden, in more cycles than on the ideal memory (the profile is played)."""
+    as golden and the same words moved, in more cycles than on the ideal memory (the
+    profile is played)."""
     args = ["--dataset", "synthetic:nodes=120,features=24", "--epochs", "1", "--seed", "3",
             "--backend", "rtl", "--chip", "tiny"]
     gold = _golden(tmp_path, *args[:6])["weights_sha256"]
@@ -47,6 +48,12 @@ def test_the_chip_is_exact_on_memory_with_bandwidth_and_latency(tmp_path):
         assert run["memory_profile"] == name
         assert run["weights_sha256"] == gold, name
         assert run["cycles"] > ideal["cycles"], (name, run["cycles"], ideal["cycles"])
+        # the chip asks for the same words whatever answers them
+        for key in ("chip_words_read", "chip_words_written", "chip_words_read_per_op"):
+            assert run[key] == ideal[key], (name, key)
+    assert ideal["chip_words_read"] == sum(ideal["chip_words_read_per_op"].values()) > 0
+    # every row the chip writes, the host reads back (no pipelined pair on this chip)
+    assert ideal["chip_words_written"] == ideal["memory_words_read"] > 0
 
 
 @pytest.mark.sim

@@ -193,7 +193,11 @@ class HarnessControl:
 
     # ------------------------------------------------------------------- batches
     def counters(self) -> dict[str, int]:
-        return {name: int(getattr(self.dut, name).value) for name in COUNTERS}
+        """The chip's counters, and the words its memory moved (MEMORY_COUNTERS)."""
+        dut = self.dut
+        return {**{name: int(getattr(dut, name).value) for name in COUNTERS},
+                "memory_reads": int(dut.mem_words_read.value),
+                "memory_writes": int(dut.mem_words_written.value)}
 
     async def run(self, descriptors: np.ndarray, budget: int,
                   watch: tuple[int, Callable[[], None]] | None = None):
@@ -230,7 +234,7 @@ class HarnessControl:
         done = int(dut.received.value)
         status = from_ints([int(sink[i].value) for i in range(done)], self.status_bytes)
         after = self.counters()
-        deltas = {k: after[k] - before[k] for k in COUNTERS if k != "cycles"}
+        deltas = {k: after[k] - before[k] for k in after if k != "cycles"}
         return int(dut.elapsed.value), status, deltas, seconds, int(dut.error.value)
 
 

@@ -24,6 +24,8 @@
 // random stalls on the chip's inputs and backpressure on its outputs, independently,
 // at full simulation speed. A stalled channel passes its turn.
 //
+// `words_read`, `words_written`: the words the channels moved since reset.
+//
 // Bulk transfers: a cycle with `load` reads the hex file named by the plusarg
 // +MIXGCN_MEM_LOAD= (`@address` lines place the words) into the array; a cycle with
 // `dump` writes words `dump_first`..`dump_last` to the file +MIXGCN_MEM_DUMP= names.
@@ -56,7 +58,9 @@ module mixgcn_memory #(
     input                   load,
     input                   dump,
     input      [AW-1:0]     dump_first,
-    input      [AW-1:0]     dump_last
+    input      [AW-1:0]     dump_last,
+    output reg [47:0]       words_read,
+    output reg [47:0]       words_written
 );
     localparam N = NR + NW;
     reg [MW-1:0] mem [0:(1<<AW)-1];
@@ -152,6 +156,8 @@ module mixgcn_memory #(
                                      lfsr[16*i+15] ^ lfsr[16*i+13] ^ lfsr[16*i+12] ^ lfsr[16*i+10]};
         end
         if (rst) begin
+            words_read <= 0;
+            words_written <= 0;
             credit <= 0;
             turn <= 0;
             burst_open <= 0;
@@ -166,6 +172,8 @@ module mixgcn_memory #(
             burst_chan <= next_chan;
             burst_block <= next_block;
             now <= now + 1;
+            words_read <= words_read + 48'($countones(rd_req_valid & rd_req_ready));
+            words_written <= words_written + 48'($countones(wr_valid & wr_ready));
         end
         for (i = 0; i < NR; i = i + 1) begin
             if (delay == 0) begin

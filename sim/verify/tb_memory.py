@@ -27,7 +27,8 @@ module {TOP} (
     input [{NR * AW - 1}:0] rd_req_addr, output [{NR - 1}:0] rd_resp_valid,
     output [{NR * MW - 1}:0] rd_resp_data,
     input [{NW - 1}:0] wr_valid, output [{NW - 1}:0] wr_ready,
-    input [{NW * AW - 1}:0] wr_addr, input [{NW * MW - 1}:0] wr_data);
+    input [{NW * AW - 1}:0] wr_addr, input [{NW * MW - 1}:0] wr_data,
+    output [47:0] words_read, output [47:0] words_written);
     mixgcn_memory #(.AW({AW}), .MW({MW}), .NR({NR}), .NW({NW})) mem (
         .clk(clk), .rst(rst), .rd_stall(rd_stall), .wr_stall(wr_stall),
         .bandwidth(bandwidth), .latency(latency), .burst_shift(burst_shift),
@@ -35,7 +36,8 @@ module {TOP} (
         .rd_req_ready(rd_req_ready), .rd_req_addr(rd_req_addr),
         .rd_resp_valid(rd_resp_valid), .rd_resp_data(rd_resp_data),
         .wr_valid(wr_valid), .wr_ready(wr_ready), .wr_addr(wr_addr), .wr_data(wr_data),
-        .load(1'b0), .dump(1'b0), .dump_first({AW}'d0), .dump_last({AW}'d0));
+        .load(1'b0), .dump(1'b0), .dump_first({AW}'d0), .dump_last({AW}'d0),
+        .words_read(words_read), .words_written(words_written));
 endmodule
 """
 
@@ -173,6 +175,9 @@ async def bandwidth_limits_the_words_of_all_channels(dut):
     assert max(per_channel) - min(per_channel) <= 1, per_channel
     for _ in range(4):
         await mem.step([None, None])
+    # its counters: every word moved since reset (the fill's writes too)
+    assert int(dut.words_read.value) == sum(per_channel[:NR])
+    assert int(dut.words_written.value) == 600 + per_channel[NR]
     # the reads return what the memory held when they were taken: the write channel
     # writes above every address read
     check_words(mem, 3)

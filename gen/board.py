@@ -377,6 +377,14 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     return report
 
 
+# Amaranth names the fields of an array view ``name[i]``; yosys's ABC9 step names each
+# bit of a wire ``name[i]`` too, and when it brings the mapped logic back it joins
+# them by name: a 12-bit field wire named like a bit of another wire failed its width
+# assertion (yosys 0.70, rtlil.cc:3091; 0.66: a duplicate-name assertion). Such wires
+# only name views of other signals, so their names are hidden before synthesis.
+YOSYS_HIDE_INDEXED = "rename -hide w:*[[]*"
+
+
 def board_plan(board: Board, design, *, mhz: float | None, chips: int):
     """``design`` in a :class:`~mixgcn.hdl.board.BoardTop` on ``board``'s platform, its
     scan pins (and link pins) added: the top and amaranth's build plan (the files and
@@ -405,7 +413,7 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int):
     # router2, nextpnr's newer router; --timing-allow-fail: a missed target is reported;
     # the engines' copies of control registers stay apart (mixgcn.hdl.timing)
     plan = platform.build(top, name="top", do_build=False, synth_opts=synth,
-                          script_after_read=YOSYS_KEEP_APART,
+                          script_after_read=f"{YOSYS_HIDE_INDEXED}\n{YOSYS_KEEP_APART}",
                           nextpnr_opts="--timing-allow-fail --router router2 "
                                        "--report top.report.json")
     return top, plan

@@ -253,7 +253,12 @@ class ActivityCounters(wiring.Component):
     each cycle counts as busy (``moved``: it moved data, or had nothing to wait for),
     blocked (``blocked``: waiting for room at its output) or starved (waiting for an
     input), and ``op_cycles`` counts the operation's length; ``start`` (an operation
-    begins) zeroes ``op_cycles``."""
+    begins) zeroes ``op_cycles``.
+
+    Every count lands a cycle after the cycle it counts: the inputs are registered
+    first, because they come from the engine's handshakes, and the counters (read out
+    beside every other engine's) sit far from them on a large die. Totals read a cycle
+    after an operation are those of the operation."""
 
     NAMES = ("busy_cycles", "starved_cycles", "blocked_cycles", "op_cycles")
 
@@ -270,14 +275,18 @@ class ActivityCounters(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        with m.If(self.start):
+        start, active, moved, blocked = (Signal(name=f"{n}_q")
+                                         for n in ("start", "active", "moved", "blocked"))
+        m.d.sync += [start.eq(self.start), active.eq(self.active), moved.eq(self.moved),
+                     blocked.eq(self.blocked)]
+        with m.If(start):
             m.d.sync += self.op_cycles.eq(0)
-        with m.Elif(self.active):
+        with m.Elif(active):
             m.d.sync += self.op_cycles.eq(self.op_cycles + 1)
-        with m.If(self.active):
-            with m.If(self.moved):
+        with m.If(active):
+            with m.If(moved):
                 m.d.sync += self.busy_cycles.eq(self.busy_cycles + 1)
-            with m.Elif(self.blocked):
+            with m.Elif(blocked):
                 m.d.sync += self.blocked_cycles.eq(self.blocked_cycles + 1)
             with m.Else():
                 m.d.sync += self.starved_cycles.eq(self.starved_cycles + 1)

@@ -305,3 +305,29 @@ def test_an_ecp5_multiplier_is_one_dsp_block_holding_its_registers(tmp_path):
         Multiplier(19, target="ecp5")
     with pytest.raises(ValueError, match="unknown multiplier target 'xilinx'"):
         Multiplier(16, target="xilinx")
+
+
+def test_the_flow_hides_indexed_wire_names_before_synthesis():
+    _, plan = board_plan(BOARDS["ulx3s-85f"], board_flow.design_for(CHIP_PRESETS["micro"], 1),
+                           mhz=100.0, chips=1)
+    script = plan.files["top.ys"]
+    assert script.index(board_flow.YOSYS_HIDE_INDEXED) < script.index("synth_ecp5")
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("board")
+def test_the_ecp5_board_top_synthesises(tmp_path):
+    """The `ecp5` chip's ULX3S top through the flow's own yosys script (about a minute).
+    Without the flow's renaming of indexed wire names, yosys 0.70's ABC9 step failed an
+    internal assertion on this design."""
+    _, plan = board_plan(BOARDS["ulx3s-85f"], board_flow.design_for(CHIP_PRESETS["ecp5"], 1),
+                           mhz=100.0, chips=1)
+    plan.extract(tmp_path)
+    cmd = json.loads(plan.files["build_top.json"])["commands"][0]
+    assert cmd[0] == "yosys"
+    r = subprocess.run([board_flow._tool("yosys"), *cmd[1:]], cwd=tmp_path,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, (tmp_path / "top.rpt").read_text()[-2000:]
+    cells = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["cells"]
+    kinds = [c["type"] for c in cells.values()]
+    assert kinds.count("MULT18X18D") == 80 and kinds.count("DP16KD") == 156

@@ -410,12 +410,14 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int):
                                                           chips), width, mhz)
     top = BoardTop(design, mhz=mhz)
     synth = "-dsp" if board.family == "ice40" else ""
-    # router2, nextpnr's newer router; --timing-allow-fail: a missed target is reported;
-    # the engines' copies of control registers stay apart (mixgcn.hdl.timing)
+    # nextpnr's default router (router1): router2 never converged on the `ecp5` chip
+    # (thousands of overused wires after an hour), router1 routes it in about 20
+    # minutes and gave `micro` a faster result too; --timing-allow-fail: a missed target
+    # is reported. The engines' copies of control registers stay apart
+    # (mixgcn.hdl.timing).
     plan = platform.build(top, name="top", do_build=False, synth_opts=synth,
                           script_after_read=f"{YOSYS_HIDE_INDEXED}\n{YOSYS_KEEP_APART}",
-                          nextpnr_opts="--timing-allow-fail --router router2 "
-                                       "--report top.report.json")
+                          nextpnr_opts="--timing-allow-fail --report top.report.json")
     return top, plan
 
 

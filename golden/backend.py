@@ -98,8 +98,9 @@ class BatchRecord:
     (a GEMM with a sparse left operand, on the sparse engine), or a pair's two kinds
     joined by ``+`` (``pairing`` "pipelined") or ``|`` ("beside")), the model's sites
     it served, its cycles, each engine's busy cycles within it and the words the chip's
-    memory moved for it (``memory_reads``, ``memory_writes``; 0 where the device does
-    not count them)."""
+    memory moved for it (``memory_reads``, ``memory_writes``, and
+    ``memory_distinct_reads``: each word read counted once; 0 where the device does not
+    count them)."""
 
     kind: str
     sites: tuple[str, ...]
@@ -109,6 +110,7 @@ class BatchRecord:
     dce_busy: int
     memory_reads: int = 0
     memory_writes: int = 0
+    memory_distinct_reads: int = 0
 
 
 @dataclass
@@ -140,12 +142,14 @@ class DeviceReport:
         per_site: dict[str, dict] = {}
         busy = {"sae": 0, "dce": 0}
         reads: dict[str, int] = {}
+        distinct: dict[str, int] = {}
         writes = 0
         for b in self.batches:
             per_op[b.kind] = per_op.get(b.kind, 0) + b.cycles
             busy["sae"] += b.sae_busy
             busy["dce"] += b.dce_busy
             reads[b.kind] = reads.get(b.kind, 0) + b.memory_reads
+            distinct[b.kind] = distinct.get(b.kind, 0) + b.memory_distinct_reads
             writes += b.memory_writes
             key = ("|" if b.pairing == "beside" else "+").join(b.sites)
             rec = per_site.setdefault(key, dict(kind=b.kind, sites=list(b.sites),
@@ -158,6 +162,8 @@ class DeviceReport:
                     sim_seconds=self.device_seconds, memory_words_written=self.words_written,
                     memory_words_read=self.words_read, chip_words_read=sum(reads.values()),
                     chip_words_read_per_op=reads, chip_words_written=writes,
+                    chip_words_read_distinct=sum(distinct.values()),
+                    chip_words_read_distinct_per_op=distinct,
                     chip_config=self.chip,
                     **(self.parallel or {}))
 

@@ -345,12 +345,15 @@ def bench_memory() -> tuple[dict, list[str]]:
                                    "results depend on when words arrive")
             sha = r["weights_sha256"]
             runs[name, depth] = r["epoch_cycles"][-1]
-            moved = (r["chip_words_read"], r["chip_words_written"])
+            moved = (r["chip_words_read"], r["chip_words_written"],
+                     r["chip_words_read_distinct"])
             if words is not None and moved != words:
                 raise RuntimeError(f"the {name} memory changed the words the chip moved: "
-                                   f"{moved} (read, written), {words} on the ideal memory")
+                                   f"{moved} (read, written, distinct reads), {words} on "
+                                   "the ideal memory")
             words = moved
             per_op = r["chip_words_read_per_op"]
+            distinct_per_op = r["chip_words_read_distinct_per_op"]
     ideal = runs["ideal", base.reader_depth]
     per = {}
     rows = [f"Memory profiles: a Cora epoch (2nd of 2) on the default chip "
@@ -368,13 +371,20 @@ def bench_memory() -> tuple[dict, list[str]]:
     rows.append(f"  the chip's memory traffic, the same under every profile (mean of the "
                 f"{epochs} epochs): {words[0] / epochs:,.0f} words read, "
                 f"{words[1] / epochs:,.0f} written ({ChipLayouts(base).mem_width // 8} bytes "
-                "a word); read by operation: "
-                + ", ".join(f"{k} {v / epochs:,.0f}" for k, v in sorted(per_op.items())))
+                f"a word); of the reads, {words[2] / epochs:,.0f} distinct within their "
+                f"batch ({words[0] / max(1, words[2]):.2f} reads a word)")
+    rows.append(f"    {'operation':<20} {'reads':>10} {'distinct':>10} {'ratio':>6}")
+    for k in sorted(per_op):
+        rows.append(f"    {k:<20} {per_op[k] / epochs:>10,.0f} "
+                    f"{distinct_per_op[k] / epochs:>10,.0f} "
+                    f"{per_op[k] / max(1, distinct_per_op[k]):>6.2f}")
     return dict(cora_epoch_cycles_per_memory=per, memory_weights_sha256=sha,
                 cora_epoch_chip_words_read=words[0] / epochs,
                 cora_epoch_chip_words_written=words[1] / epochs,
-                cora_epoch_chip_words_read_per_op={k: v / epochs for k, v in per_op.items()}
-                ), rows
+                cora_epoch_chip_words_read_per_op={k: v / epochs for k, v in per_op.items()},
+                cora_epoch_chip_words_read_distinct=words[2] / epochs,
+                cora_epoch_chip_words_read_distinct_per_op={
+                    k: v / epochs for k, v in distinct_per_op.items()}), rows
 
 
 def bench_presets() -> tuple[dict, list[str]]:

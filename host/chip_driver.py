@@ -358,7 +358,9 @@ class ChipBackend:
                                      sae_busy=res.counters.get("sae_busy_cycles", 0),
                                      dce_busy=res.counters.get("dce_busy_cycles", 0),
                                      memory_reads=res.counters.get("memory_reads", 0),
-                                     memory_writes=res.counters.get("memory_writes", 0)))
+                                     memory_writes=res.counters.get("memory_writes", 0),
+                                     memory_distinct_reads=res.counters.get(
+                                         "memory_distinct_reads", 0)))
 
     def _read_rows(self, addr: int, count: int, lanes: int) -> np.ndarray:
         if count == 0:

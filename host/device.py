@@ -60,8 +60,9 @@ __all__ = [
 COUNTERS = ("cycles", "issued", "completed", "load_cycles",
             *(f"{e}_{c}" for e in ("sae", "dce") for c in ENGINE_COUNTERS))
 # what a device may count beside the chip: the words the chip's memory moved for it,
-# read and written (the simulation's memory model counts them)
-MEMORY_COUNTERS = ("memory_reads", "memory_writes")
+# read and written, and the distinct words a batch read (the simulation's memory model
+# counts them)
+MEMORY_COUNTERS = ("memory_reads", "memory_writes", "memory_distinct_reads")
 
 
 class DeviceError(RuntimeError):

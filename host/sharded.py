@@ -416,7 +416,7 @@ class ShardedBackend:
                 self.cycles_per_chip[0] += o.cycles
                 self.steps.extend(o.batches)
             return outcomes
-        cycles, busy, moved = [], [0, 0], [0, 0]  # moved: every chip's memory words
+        cycles, busy, moved = [], [0, 0], [0, 0, 0]  # moved: every chip's memory words
         for p, o in enumerate(outcomes):
             if o is None:
                 continue
@@ -432,11 +432,13 @@ class ShardedBackend:
                 busy[1] += b.dce_busy
                 moved[0] += b.memory_reads
                 moved[1] += b.memory_writes
+                moved[2] += b.memory_distinct_reads
         if self.timed:
             self.steps.append(BatchRecord(kind=kind, sites=sites, pairing=pairing,
                                           cycles=max(cycles, default=0), sae_busy=busy[0],
                                           dce_busy=busy[1], memory_reads=moved[0],
-                                          memory_writes=moved[1]))
+                                          memory_writes=moved[1],
+                                          memory_distinct_reads=moved[2]))
         # the output stage's statistics, reduced across the chips that ran
         self._count("stats", sites[0], np.zeros(self.P),
                     STATS_BYTES * sum(o is not None for o in outcomes))

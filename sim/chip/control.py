@@ -122,7 +122,8 @@ class HarnessControl:
 
     async def start(self) -> None:
         """Reset the chip (the clock runs in the simulator from time 0)."""
-        for name in ("read_stall", "write_stall", "xchg_stall", "dump_first", "dump_last"):
+        for name in ("read_stall", "write_stall", "xchg_stall", "dump_first", "dump_last",
+                     "mem_forget"):
             if self.dut.has(name):
                 getattr(self.dut, name).value = 0
         self._set_memory()
@@ -197,7 +198,8 @@ class HarnessControl:
         dut = self.dut
         return {**{name: int(getattr(dut, name).value) for name in COUNTERS},
                 "memory_reads": int(dut.mem_words_read.value),
-                "memory_writes": int(dut.mem_words_written.value)}
+                "memory_writes": int(dut.mem_words_written.value),
+                "memory_distinct_reads": int(dut.mem_words_distinct.value)}
 
     async def run(self, descriptors: np.ndarray, budget: int,
                   watch: tuple[int, Callable[[], None]] | None = None):
@@ -218,6 +220,7 @@ class HarnessControl:
             raise ValueError(f"{n} descriptors exceed the harness's descriptor memory of "
                              f"{self.desc_depth}")
         await self.flush()
+        await self._pulse(dut.mem_forget)  # a batch's distinct reads count afresh
         src = self.harness.desc_src.mem
         for i, d in enumerate(descs):
             src[i].value = d

@@ -10,7 +10,8 @@ between the memory model and files, see ``mixgcn_memory.v``), ``desc_count``,
 ``start``, ``read_stall`` / ``write_stall`` / ``xchg_stall`` (random stalls, see
 :class:`ChipHarness`), ``mem_bandwidth`` / ``mem_latency`` / ``mem_burst_shift`` /
 ``mem_burst_cycles`` (the memory's profile), ``mem_words_read`` /
-``mem_words_written`` (the words its channels moved), ``received``, ``done`` (all status
+``mem_words_written`` / ``mem_words_distinct`` (the words its channels moved, the
+distinct words read since ``mem_forget``), ``received``, ``done`` (all status
 records in), ``elapsed`` (the batch's cycles); the chip's ``idle``, ``error`` and
 counters (:func:`flat_counters`) pass through. The memory model is instance ``mem``
 (array ``mem``), the descriptor memory ``desc_src.mem``, the status memory
@@ -159,6 +160,7 @@ def harness_ports(chip_ports, config: ChipConfig) -> dict:
             # the memory's profile (MemoryProfile; set between batches)
             "mem_bandwidth": In(17), "mem_latency": In(7), "mem_burst_shift": In(5),
             "mem_burst_cycles": In(8), "mem_words_read": Out(48), "mem_words_written": Out(48),
+            "mem_forget": In(1), "mem_words_distinct": Out(48),
             "received": Out(32), "done": Out(1), "idle": Out(1),
             "error": Out(chip_ports.error.shape().size),
             "elapsed": Out(len(chip_ports.counters.cycles)), **counters}
@@ -197,7 +199,8 @@ def attach(m: Module, c: ChipConfig, chip, port, desc_depth: int, seed: int) -> 
         i_wr_stall=port("write_stall"), i_bandwidth=port("mem_bandwidth"),
         i_latency=port("mem_latency"), i_burst_shift=port("mem_burst_shift"),
         i_burst_cycles=port("mem_burst_cycles"), o_words_read=port("mem_words_read"),
-        o_words_written=port("mem_words_written"),
+        o_words_written=port("mem_words_written"), i_forget=port("mem_forget"),
+        o_words_distinct=port("mem_words_distinct"),
         i_rd_req_valid=Cat(r.req.valid for r in rd), o_rd_req_ready=req_ready,
         i_rd_req_addr=Cat(r.req.payload for r in rd),
         o_rd_resp_valid=resp_valid, o_rd_resp_data=resp_data,

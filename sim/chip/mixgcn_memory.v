@@ -24,7 +24,9 @@
 // random stalls on the chip's inputs and backpressure on its outputs, independently,
 // at full simulation speed. A stalled channel passes its turn.
 //
-// `words_read`, `words_written`: the words the channels moved since reset.
+// `words_read`, `words_written`: the words the channels moved since reset;
+// `words_distinct`: the reads of a word not read since the last `forget` (a batch's
+// reads, each word counted once: the traffic if nothing were read twice).
 //
 // Bulk transfers: a cycle with `load` reads the hex file named by the plusarg
 // +MIXGCN_MEM_LOAD= (`@address` lines place the words) into the array; a cycle with
@@ -59,8 +61,10 @@ module mixgcn_memory #(
     input                   dump,
     input      [AW-1:0]     dump_first,
     input      [AW-1:0]     dump_last,
+    input                   forget,
     output reg [47:0]       words_read,
-    output reg [47:0]       words_written
+    output reg [47:0]       words_written,
+    output reg [47:0]       words_distinct
 );
     localparam N = NR + NW;
     reg [MW-1:0] mem [0:(1<<AW)-1];
@@ -73,6 +77,22 @@ module mixgcn_memory #(
     end
     reg [16*N-1:0] lfsr;
     integer i, j, c;
+
+    // the words read since `forget`: a word is fresh when its tag is not the current
+    // one (so `forget` costs one increment, not a sweep of the memory)
+    reg [31:0] seen [0:(1<<AW)-1];
+    reg [31:0] tag;
+    reg [NR-1:0] fresh;  // a channel's word is fresh, and no channel before it asked for it
+    always @* begin
+        for (i = 0; i < NR; i = i + 1) begin
+            fresh[i] = rd_req_valid[i] && rd_req_ready[i]
+                       && seen[rd_req_addr[AW*i +: AW]] != tag;
+            for (j = 0; j < i; j = j + 1)
+                if (rd_req_valid[j] && rd_req_ready[j]
+                        && rd_req_addr[AW*j +: AW] == rd_req_addr[AW*i +: AW])
+                    fresh[i] = 0;
+        end
+    end
 
     // every channel's request and address, reads first
     wire [N-1:0] req = {wr_valid, rd_req_valid};
@@ -158,6 +178,7 @@ module mixgcn_memory #(
         if (rst) begin
             words_read <= 0;
             words_written <= 0;
+            words_distinct <= 0;
             credit <= 0;
             turn <= 0;
             burst_open <= 0;
@@ -175,6 +196,14 @@ module mixgcn_memory #(
             words_read <= words_read + 48'($countones(rd_req_valid & rd_req_ready));
             words_written <= words_written + 48'($countones(wr_valid & wr_ready));
         end
+        if (rst || forget)
+            tag <= tag + 1;
+        else
+            for (i = 0; i < NR; i = i + 1)
+                if (fresh[i])
+                    seen[rd_req_addr[AW*i +: AW]] <= tag;
+        if (!rst && !forget)
+            words_distinct <= words_distinct + 48'($countones(fresh));
         for (i = 0; i < NR; i = i + 1) begin
             if (delay == 0) begin
                 rd_resp_valid[i] <= !rst && rd_req_valid[i] && rd_req_ready[i];

@@ -93,10 +93,10 @@ class FeatureLoader(wiring.Component):
     """Fills a bank of the feature buffer with the rows arriving on ``x``.
 
     ``start`` (one cycle, while not ``busy``) begins a load of ``rows`` rows into
-    ``bank`` (kept as ``fill_bank``); row i is written at ``{bank, i}`` through ``write``
-    the cycle it is taken from ``x``. ``loaded`` counts the rows written so far (a
-    following SPMM gathers a row once it is below ``loaded``); ``busy`` falls once all
-    are in. ``cycles`` counts the cycles spent loading."""
+    ``bank`` (kept as ``fill_bank``); row i is written at address i of that bank's
+    memory through ``write`` the cycle it is taken from ``x``. ``loaded`` counts the
+    rows written so far (a following SPMM gathers a row once it is below ``loaded``);
+    ``busy`` falls once all are in. ``cycles`` counts the cycles spent loading."""
 
     def __init__(self, c: SAEConfig, x_layout, rows_shape):
         self.config = c
@@ -105,7 +105,7 @@ class FeatureLoader(wiring.Component):
             "x": In(stream.Signature(x_layout)),
             # the buffer's write port signature, flipped: the loader drives it
             "write": In(memory.WritePort.Signature(
-                addr_width=(2 * c.max_nodes - 1).bit_length(), shape=x_layout)),
+                addr_width=max(1, (c.max_nodes - 1).bit_length()), shape=x_layout)),
             "busy": Out(1), "fill_bank": Out(1), "loaded": Out(range(c.max_nodes + 1)),
             "cycles": Out(unsigned(c.counter_width)),
         })
@@ -115,8 +115,7 @@ class FeatureLoader(wiring.Component):
         left = Signal.like(self.rows)
         take = self.x.valid & self.x.ready
         m.d.comb += [self.x.ready.eq(self.busy & (left != 0)),
-                     self.write.addr.eq(Mux(self.fill_bank, self.config.max_nodes, 0)
-                                        + self.loaded),
+                     self.write.addr.eq(self.loaded),
                      self.write.data.eq(self.x.payload), self.write.en.eq(take)]
         with m.If(take):
             m.d.sync += [self.loaded.eq(self.loaded + 1), left.eq(left - 1)]
@@ -131,13 +130,16 @@ class FeatureLoader(wiring.Component):
 
 
 class Gather(wiring.Signature):
-    """The buffer reads of the edge pipelines, seen from the pipelines: ``addr[e]`` out,
-    the row ``data[e]`` back one cycle later."""
+    """The buffer reads of the edge pipelines, seen from the pipelines: ``addr[e]`` (a
+    row of a bank) out, the row of each bank, ``data[bank][e]``, back one cycle later.
+    Each bank is a memory of its own, so no multiplexer stands between a block RAM's
+    output and the register that takes it: the pipeline registers both banks' rows and
+    chooses after."""
 
     def __init__(self, c: SAEConfig, x_layout):
-        aw = (2 * c.max_nodes - 1).bit_length()
+        aw = max(1, (c.max_nodes - 1).bit_length())
         super().__init__({"addr": Out(data.ArrayLayout(unsigned(aw), c.edges)),
-                          "data": In(data.ArrayLayout(x_layout, c.edges))})
+                          "data": In(data.ArrayLayout(data.ArrayLayout(x_layout, c.edges), 2))})
 
 
 class AggregationPipeline(wiring.Component):
@@ -205,7 +207,7 @@ class AggregationPipeline(wiring.Component):
                      self.mask.ready.eq(self.accept & need_mask),
                      self.commit.eq(self.row)]
         for e in range(E):
-            m.d.comb += self.gather.addr[e].eq(Mux(self.bank, c.max_nodes, 0) + beat.col[e])
+            m.d.comb += self.gather.addr[e].eq(beat.col[e])
 
         s1_valid, s1_last, s1_final, s1_lo, s1_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
@@ -217,15 +219,19 @@ class AggregationPipeline(wiring.Component):
             m.d.sync += [s1_val[e].eq(Mux(e < beat.count, beat.val[e], 0)),
                          s1_lo[e].eq(~beat.last | (e < beat.split))]
 
-        # the gathered rows registered as they leave the buffer (r): a block RAM's
-        # output takes most of a cycle (5.8 ns on an ECP5), so no path runs on from it
-        # into a multiplier
+        # the gathered rows of both banks registered as they leave the buffer (r): a
+        # block RAM's output takes most of a cycle (5.8 ns on an ECP5), so no path runs
+        # on from it, not even through the bank's multiplexer, which comes after
         r_valid, r_last, r_final, r_lo, r_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
         r_val, r_data = Signal.like(s1_val), Signal.like(self.gather.data)
         m.d.sync += [r_valid.eq(s1_valid), r_last.eq(s1_last), r_final.eq(s1_final),
                      r_lo.eq(s1_lo), r_mask.eq(s1_mask), r_val.eq(s1_val),
                      r_data.eq(self.gather.data)]
+        # the bank holds for a whole command (the next starts once the pipeline is
+        # empty); each lane chooses from its own copy of it
+        lane_bank = [copy(1, name=f"bank{lane}") for lane in range(L)]
+        m.d.sync += [x.eq(self.bank) for x in lane_bank]
 
         # the multipliers register their operands (g), then their products (s2): they
         # run from register to register (inside the DSP blocks on an ECP5)
@@ -238,7 +244,9 @@ class AggregationPipeline(wiring.Component):
             prod.append([])
             for lane in range(L):
                 m.submodules[f"mul{e}_{lane}"] = mul = Multiplier(c.width)
-                m.d.comb += [mul.a.eq(r_data[e][lane]), mul.b.eq(r_val[e])]
+                m.d.comb += [mul.a.eq(Mux(lane_bank[lane], r_data[1][e][lane],
+                                          r_data[0][e][lane])),
+                             mul.b.eq(r_val[e])]
                 prod[e].append(mul.product)
 
         s2_valid, s2_last, s2_final, s2_mask = Signal(), Signal(), Signal(), Signal(L)
@@ -321,20 +329,25 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         m = Module()
         m.submodules.out = path = self.path
         wiring.connect(m, path.o, wiring.flipped(self.out))
-        # feature buffer: one read port per pipeline (on an FPGA, synthesis makes a
-        # block-RAM replica per port), address = {bank, row}
-        m.submodules.xbuf = xbuf = memory.Memory(
-            shape=self.x_layout, depth=2 * c.max_nodes, init=[])
+        # feature buffer: a memory per bank, each with one read port per pipeline (on an
+        # FPGA, synthesis makes a block-RAM replica per port)
+        banks = [memory.Memory(shape=self.x_layout, depth=c.max_nodes, init=[])
+                 for _ in range(2)]
         m.submodules.loader = loader = self.loader
         m.submodules.pipe = pipe = self.pipe
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
         wiring.connect(m, wiring.flipped(self.x), loader.x)
-        wiring.connect(m, loader.write, xbuf.write_port())
         wiring.connect(m, wiring.flipped(self.csr), pipe.csr)
         wiring.connect(m, wiring.flipped(self.mask), pipe.mask)
-        for e in range(c.edges):
-            port = xbuf.read_port()
-            m.d.comb += [port.addr.eq(pipe.gather.addr[e]), pipe.gather.data[e].eq(port.data)]
+        for b, buf in enumerate(banks):
+            m.submodules[f"xbuf{b}"] = buf
+            w = buf.write_port()
+            m.d.comb += [w.addr.eq(loader.write.addr), w.data.eq(loader.write.data),
+                         w.en.eq(loader.write.en & (loader.fill_bank == b))]
+            for e in range(c.edges):
+                port = buf.read_port()
+                m.d.comb += [port.addr.eq(pipe.gather.addr[e]),
+                             pipe.gather.data[b][e].eq(port.data)]
 
         busy, bank, rows_left = Signal(), Signal(), Signal.like(self.cmd.payload.rows)
         # no row / one row left to take: registers, as they steer the pipeline's

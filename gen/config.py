@@ -49,6 +49,17 @@ def _from_dict(cls, d, where: str, **nested):
     return config
 
 
+def _from_fields(cls, d, where: str):
+    """``cls`` from a JSON object holding exactly its fields (missing ones take their
+    defaults, anything else is refused)."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {type(d).__name__}")
+    unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+    return cls(**d)
+
+
 def _int(obj, name: str, lo: int, hi: int | None = None) -> None:
     v = getattr(obj, name)
     if not isinstance(v, int) or isinstance(v, bool):
@@ -342,12 +353,7 @@ class FabricConfig:
     @classmethod
     def from_dict(cls, d: dict, where: str = "FabricConfig") -> FabricConfig:
         # not _from_dict: here ``kind`` is a parameter, not the object's type
-        if not isinstance(d, dict):
-            raise ConfigError(f"{where}: expected a JSON object, got {type(d).__name__}")
-        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
-        return cls(**d)
+        return _from_fields(cls, d, where)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -481,12 +487,7 @@ class MemoryProfile:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "MemoryProfile") -> MemoryProfile:
-        if not isinstance(d, dict):
-            raise ConfigError(f"{where}: expected a JSON object, got {type(d).__name__}")
-        unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
-        return cls(**d)
+        return _from_fields(cls, d, where)
 
 
 MEMORY_MAX_LATENCY = 64  # the simulation model's delay line

@@ -19,8 +19,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["READ_CHANNELS", "WRITE_CHANNELS", "ChannelControl", "MemoryBus", "MemoryPort",
-           "PortControl", "ReadChannel", "StreamReader", "StreamWriter", "Streams",
+__all__ = ["CHANNELS", "READ_CHANNELS", "WRITE_CHANNELS", "ChannelControl", "MemoryBus",
+           "MemoryPort", "PortControl", "ReadChannel", "StreamReader", "StreamWriter", "Streams",
            "WriteChannel", "write_layout"]
 
 # the memory port's channels, in the order the simulation's memory model numbers them:
@@ -28,6 +28,8 @@ __all__ = ["READ_CHANNELS", "WRITE_CHANNELS", "ChannelControl", "MemoryBus", "Me
 READ_CHANNELS = ("x", "csr", "smask", "a", "b", "dmask")
 # one write channel per engine
 WRITE_CHANNELS = ("sae", "dce")
+# every channel: what shares a memory's bandwidth
+CHANNELS = READ_CHANNELS + WRITE_CHANNELS
 
 
 def write_layout(addr_width: int, mem_width: int) -> data.StructLayout:

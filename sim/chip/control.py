@@ -25,14 +25,16 @@ import numpy as np
 from cocotb.triggers import ClockCycles, First, RisingEdge, Timer, ValueChange
 
 from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile
-from mixgcn.hdl.chip import READ_CHANNELS, WRITE_CHANNELS, ChipLayouts
-from mixgcn.host.device import COUNTERS, BatchResult, StatusRecord
+from mixgcn.hdl.chip import ChipLayouts
+from mixgcn.hdl.memport import CHANNELS
+from mixgcn.host.device import COUNTERS, MEMORY_COUNTERS, BatchResult, StatusRecord
 from mixgcn.host.packing import from_ints, to_ints, word_bytes
 from mixgcn.sim.build import CLOCK_PERIOD_NS
 
-__all__ = ["CHANNELS", "ChipHung", "HarnessControl", "InSimulatorChip", "run_together"]
+__all__ = ["ChipHung", "HarnessControl", "InSimulatorChip", "run_together"]
 
-CHANNELS = len(READ_CHANNELS) + len(WRITE_CHANNELS)  # the memory's, sharing its bandwidth
+# the harness's ports of the memory model's counters, in MEMORY_COUNTERS' order
+_MEMORY_PORTS = ("mem_words_read", "mem_words_written", "mem_words_distinct")
 
 
 class ChipHung(RuntimeError):
@@ -138,7 +140,7 @@ class HarnessControl:
 
     def stretch(self) -> int:
         """How many times longer a batch may take than on the ideal memory."""
-        return self.memory.stretch(self.lay.mem_width, CHANNELS)
+        return self.memory.stretch(self.lay.mem_width, len(CHANNELS))
 
     async def reset(self, cycles: int = 3) -> None:
         dut = self.dut
@@ -197,9 +199,8 @@ class HarnessControl:
         """The chip's counters, and the words its memory moved (MEMORY_COUNTERS)."""
         dut = self.dut
         return {**{name: int(getattr(dut, name).value) for name in COUNTERS},
-                "memory_reads": int(dut.mem_words_read.value),
-                "memory_writes": int(dut.mem_words_written.value),
-                "memory_distinct_reads": int(dut.mem_words_distinct.value)}
+                **{name: int(getattr(dut, port).value)
+                   for name, port in zip(MEMORY_COUNTERS, _MEMORY_PORTS, strict=True)}}
 
     async def run(self, descriptors: np.ndarray, budget: int,
                   watch: tuple[int, Callable[[], None]] | None = None):
@@ -225,7 +226,6 @@ class HarnessControl:
         for i, d in enumerate(descs):
             src[i].value = d
         dut.read_stall.value, dut.write_stall.value = self.read_stall, self.write_stall
-        self._set_memory()
         if dut.has("xchg_stall"):
             dut.xchg_stall.value = self.xchg_stall
         dut.desc_count.value = n

@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile, SystemConfig
-from mixgcn.hdl.chip import READ_CHANNELS, WRITE_CHANNELS, ChipLayouts
+from mixgcn.hdl.chip import ChipLayouts
+from mixgcn.hdl.memport import CHANNELS
 from mixgcn.host.device import (
     TIMEOUTS,
     BatchResult,
@@ -104,7 +105,7 @@ class SimulatedChip:
             raise TypeError(f"expected a MemoryProfile, got {memory!r}")
         self.config, self.name, self.timeouts, self.memory = config, name, timeouts, memory
         lay = ChipLayouts(config)
-        self.stretch = memory.stretch(lay.mem_width, len(READ_CHANNELS) + len(WRITE_CHANNELS))
+        self.stretch = memory.stretch(lay.mem_width, len(CHANNELS))
         self.mem_bytes = word_bytes(lay.mem_width)
         self.desc_bytes = word_bytes(lay.desc_layout.size)
         self.status_bytes = word_bytes(lay.status_layout.size)

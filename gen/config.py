@@ -157,6 +157,11 @@ class SAEConfig:
     - ``max_nodes``: rows of X the feature buffer holds per bank (two banks: one is
       loaded while the other is read). The buffer has a read port per pipeline, which
       block RAM provides by replication: ``2 · max_nodes · L · width · E`` bits;
+    - ``partial_rows``: rows of partial sums (L accumulators each) the engine keeps
+      between SPMM commands, so an SpMM whose rows gather from more than ``max_nodes``
+      rows of X runs in column windows, its row sums carried at accumulator width from
+      one window to the next and rounded once (docs/tiling.md): ``partial_rows · L ·
+      acc_width`` bits. 0: no such memory, and such an SpMM is refused;
     - ``out_fifo_depth``, ``counter_width``: as for the DCE.
     """
 
@@ -166,6 +171,7 @@ class SAEConfig:
     acc_width: int = 48
     max_nodes: int = 8192
     max_degree: int = 65536
+    partial_rows: int = 1024
     out_fifo_depth: int = 16
     counter_width: int = 40
 
@@ -176,6 +182,7 @@ class SAEConfig:
         _int(self, "acc_width", 2 * self.width, 128)
         _int(self, "max_nodes", 2, 1 << 24)
         _int(self, "max_degree", 1)
+        _int(self, "partial_rows", 0, 1 << 24)
         _int(self, "out_fifo_depth", 1, 4096)
         _int(self, "counter_width", 16, 64)
         need = required_acc_width(self.width, self.max_degree)
@@ -273,13 +280,14 @@ CHIP_PRESETS: dict[str, ChipConfig] = {
     "tiny": ChipConfig(sae=SAEConfig(lanes=4, edges=2, max_nodes=2048, out_fifo_depth=4),
                        dce=DCEConfig(rows=4, cols=4, max_k=256, max_rows=8192,
                                      out_fifo_depth=4),
-                       pipeline_depth=8, desc_depth=4, addr_width=16),
+                       pipeline_depth=8, desc_depth=4, addr_width=18),
     # the RTL training backend: 16 lanes hold a Cora hidden row (16) in one word
     "default": ChipConfig(),
     # iCE40 UP5K (iCEBreaker): 2 lanes, 2x2 DCE + 2 SAE multipliers = 6 of its 8 DSPs;
     # a 1024-row feature buffer (64 kbit of its 120 kbit of block RAM); small graphs only
     "micro": ChipConfig(sae=SAEConfig(lanes=2, edges=1, acc_width=42, max_nodes=1024,
-                                      max_degree=1024, out_fifo_depth=4, counter_width=24),
+                                      max_degree=1024, partial_rows=0, out_fifo_depth=4,
+                                      counter_width=24),
                         dce=DCEConfig(rows=2, cols=2, acc_width=42, max_k=256, max_rows=1024,
                                       out_fifo_depth=4, counter_width=24),
                         pipeline_depth=4, desc_depth=2, addr_width=16, reader_depth=2),

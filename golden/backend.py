@@ -100,7 +100,9 @@ class BatchRecord:
     it served, its cycles, each engine's busy cycles within it and the words the chip's
     memory moved for it (``memory_reads``, ``memory_writes``, and
     ``memory_distinct_reads``: each word read counted once; 0 where the device does not
-    count them)."""
+    count them), and the sparse engine's buffer loads it issued (``buffer_loads``: one
+    per pass of L features, more in column windows) and the rows of X they loaded
+    (``buffer_rows_loaded``)."""
 
     kind: str
     sites: tuple[str, ...]
@@ -111,6 +113,8 @@ class BatchRecord:
     memory_reads: int = 0
     memory_writes: int = 0
     memory_distinct_reads: int = 0
+    buffer_loads: int = 0
+    buffer_rows_loaded: int = 0
 
 
 @dataclass
@@ -143,8 +147,10 @@ class DeviceReport:
         busy = {"sae": 0, "dce": 0}
         reads: dict[str, int] = {}
         distinct: dict[str, int] = {}
-        writes = 0
+        writes = loads = rows_loaded = 0
         for b in self.batches:
+            loads += b.buffer_loads
+            rows_loaded += b.buffer_rows_loaded
             per_op[b.kind] = per_op.get(b.kind, 0) + b.cycles
             busy["sae"] += b.sae_busy
             busy["dce"] += b.dce_busy
@@ -164,6 +170,7 @@ class DeviceReport:
                     chip_words_read_per_op=reads, chip_words_written=writes,
                     chip_words_read_distinct=sum(distinct.values()),
                     chip_words_read_distinct_per_op=distinct,
+                    buffer_loads=loads, buffer_rows_loaded=rows_loaded,
                     chip_config=self.chip,
                     **(self.parallel or {}))
 

@@ -83,6 +83,7 @@ class ChipLayouts:
             "src_b": unsigned(aw), "b_len": unsigned(32),
             "mask_addr": unsigned(aw), "dst": unsigned(aw),
             "to_mem": 1, "to_xchg": 1, "from_xchg": 1, "follow": 1, "fence": 1,
+            **({"keep": 1, "accumulate": 1} if c.sae.partial_rows else {}),
         })
         self.status_layout = data.StructLayout({
             "seq": unsigned(32), "unit": Unit, "cycles": unsigned(32),
@@ -190,7 +191,8 @@ class Chip(wiring.Component):
 
         # progress and statistics for the controller's status records
         m.d.comb += [ctrl.load.row.eq(sae.x.valid & sae.x.ready),
-                     ctrl.sae.row.eq(sae.out.valid & sae.out.ready),
+                     # an SPMM's row leaves the SAE, or (`keep`) goes into its partial sums
+                     ctrl.sae.row.eq((sae.out.valid & sae.out.ready) | sae.kept),
                      ctrl.dce.row.eq(dce.out.valid & dce.out.ready)]
         for report, engine in ((ctrl.sae, sae), (ctrl.dce, dce)):
             m.d.comb += [report.max_abs.eq(engine.max_abs),

@@ -213,6 +213,8 @@ class Controller(wiring.Component):
                          sc.mask.eq(head.mask), sc.follow.eq(head.follow),
                          route.sae_to_mem.eq(head.to_mem),
                          route.sae_to_xchg.eq(head.to_xchg)]
+            if "keep" in self.layouts.desc_layout.members:  # partial sums (column windows)
+                m.d.sync += [sc.keep.eq(head.keep), sc.accumulate.eq(head.accumulate)]
             m.d.comb += t[Unit.SPMM].issue.eq(1)
         with m.Elif(unit(Unit.GEMM)):
             start(mem.a, head.src, Mux(head.from_xchg, 0, head.src_len))

@@ -77,6 +77,10 @@ class SAELayouts:
             "relu": 1,
             "mask": 1,
             "follow": 1,
+            # column windows (SAEConfig.partial_rows > 0): row sums are kept as partial
+            # sums instead of leaving (`keep`), and/or start from the kept ones
+            # (`accumulate`)
+            **({"keep": 1, "accumulate": 1} if c.partial_rows else {}),
         })
         self.x_layout = data.ArrayLayout(signed(c.width), c.lanes)
         self.csr_layout = data.StructLayout({
@@ -164,6 +168,14 @@ class AggregationPipeline(wiring.Component):
     ``start`` zeroes the accumulator (a cycle later); ``final`` marks the command's
     last row; ``empty``: nothing in flight; ``in_flight``: the rows committed and not
     yet fed. ``waiting``: a beat is there but the output path has no room.
+
+    Partial sums (``SAEConfig.partial_rows`` > 0), for an SpMM run in column windows:
+    the command's i-th row is row i of a memory of row sums at accumulator width. With
+    ``accumulate``, the row's sum starts from the kept one (read at r, registered at
+    s2, added into the row's ``lo`` at s3); with ``keep``, the row's sum is written
+    back there (``kept``, one cycle a row) instead of going to the output stage, so it
+    needs no credit. Within a command rows are distinct, so a read never meets a write
+    to its row; the next command starts once the pipeline is empty.
     """
 
     def __init__(self, c: SAEConfig, layouts: SAELayouts, in_layout):
@@ -174,9 +186,9 @@ class AggregationPipeline(wiring.Component):
             "gather": Out(Gather(c, layouts.x_layout)),
             "active": In(1), "bank": In(1), "mask_en": In(1), "filling": In(1),
             "loaded": In(range(c.max_nodes + 1)), "credit": In(1), "final": In(1),
-            "start": In(1),
+            "start": In(1), "keep": In(1), "accumulate": In(1),
             "accept": Out(1), "row": Out(1), "commit": Out(1), "waiting": Out(1),
-            "empty": Out(1), "in_flight": Out(range(7)),
+            "kept": Out(1), "empty": Out(1), "in_flight": Out(range(7)),
             "feed": Out(stream.Signature(in_layout, always_ready=True)),
         })
 
@@ -201,18 +213,25 @@ class AggregationPipeline(wiring.Component):
 
         need_mask = self.mask_en & beat.last
         inputs_ok = held & (~need_mask | self.mask.valid)
-        room = ~beat.last | self.credit
+        room = ~beat.last | self.credit | self.keep
         m.d.comb += [self.accept.eq(self.active & inputs_ok & room),
                      self.waiting.eq(inputs_ok & ~room), self.row.eq(self.accept & beat.last),
                      self.mask.ready.eq(self.accept & need_mask),
-                     self.commit.eq(self.row)]
+                     self.commit.eq(self.row & ~self.keep)]
         for e in range(E):
             m.d.comb += self.gather.addr[e].eq(beat.col[e])
 
         s1_valid, s1_last, s1_final, s1_lo, s1_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
         s1_val = Signal(data.ArrayLayout(signed(c.width), E))
-        m.d.sync += [s1_valid.eq(self.accept), s1_last.eq(beat.last),
+        # the command's row a beat ends (its partial sum's address)
+        row_at = Signal(range(max(c.partial_rows, 1)))
+        with m.If(self.start):
+            m.d.sync += row_at.eq(0)
+        with m.Elif(self.row):
+            m.d.sync += row_at.eq(row_at + 1)
+        s1_row = Signal.like(row_at)
+        m.d.sync += [s1_valid.eq(self.accept), s1_last.eq(beat.last), s1_row.eq(row_at),
                      s1_final.eq(beat.last & self.final),
                      s1_mask.eq(Mux(self.mask_en, self.mask.payload, 0))]
         for e in range(E):  # pairs past `count` contribute nothing
@@ -225,8 +244,9 @@ class AggregationPipeline(wiring.Component):
         r_valid, r_last, r_final, r_lo, r_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
         r_val, r_data = Signal.like(s1_val), Signal.like(self.gather.data)
+        r_row = Signal.like(row_at)
         m.d.sync += [r_valid.eq(s1_valid), r_last.eq(s1_last), r_final.eq(s1_final),
-                     r_lo.eq(s1_lo), r_mask.eq(s1_mask), r_val.eq(s1_val),
+                     r_row.eq(s1_row), r_lo.eq(s1_lo), r_mask.eq(s1_mask), r_val.eq(s1_val),
                      r_data.eq(self.gather.data)]
         # the bank holds for a whole command (the next starts once the pipeline is
         # empty); each lane chooses from its own copy of it
@@ -237,8 +257,9 @@ class AggregationPipeline(wiring.Component):
         # run from register to register (inside the DSP blocks on an ECP5)
         g_valid, g_last, g_final, g_lo, g_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
+        g_row = Signal.like(row_at)
         m.d.sync += [g_valid.eq(r_valid), g_last.eq(r_last), g_final.eq(r_final),
-                     g_lo.eq(r_lo), g_mask.eq(r_mask)]
+                     g_lo.eq(r_lo), g_mask.eq(r_mask), g_row.eq(r_row)]
         prod = []
         for e in range(E):
             prod.append([])
@@ -250,15 +271,32 @@ class AggregationPipeline(wiring.Component):
                 prod[e].append(mul.product)
 
         s2_valid, s2_last, s2_final, s2_mask = Signal(), Signal(), Signal(), Signal(L)
+        s2_row = Signal.like(row_at)
         m.d.sync += [s2_valid.eq(g_valid), s2_last.eq(g_last), s2_final.eq(g_final),
-                     s2_mask.eq(g_mask)]
+                     s2_mask.eq(g_mask), s2_row.eq(g_row)]
 
         s3_valid, s3_last, s3_final, s3_mask = Signal(), Signal(), Signal(), Signal(L)
+        s3_row, fed_row = Signal.like(row_at), Signal.like(row_at)
         sum_width = 2 * c.width + E.bit_length()
+        # the kept partial sum of the row a beat ends, for its lo (s2: registered as it
+        # leaves the memory, whose output starts no other path)
+        part = [0] * L
+        if c.partial_rows:
+            sum_width = c.acc_width
+            sums = memory.Memory(shape=data.ArrayLayout(signed(c.acc_width), L),
+                                 depth=c.partial_rows, init=[])
+            m.submodules.partial = sums
+            part_read = sums.read_port()
+            s2_part = Signal.like(part_read.data)
+            m.d.comb += part_read.addr.eq(r_row)
+            m.d.sync += s2_part.eq(part_read.data)
+            lane_add = [copy(1, name=f"add{lane}") for lane in range(L)]
+            m.d.sync += [x.eq(self.accumulate & g_last) for x in lane_add]
+            part = [Mux(lane_add[lane], s2_part[lane], 0) for lane in range(L)]
         lo = [Signal(signed(sum_width), name=f"lo{lane}") for lane in range(L)]
         hi = [Signal(signed(sum_width), name=f"hi{lane}") for lane in range(L)]
         m.d.sync += [s3_valid.eq(s2_valid), s3_last.eq(s2_last), s3_final.eq(s2_final),
-                     s3_mask.eq(s2_mask)]
+                     s3_mask.eq(s2_mask), s3_row.eq(s2_row)]
         # each lane steers its adders from its own copies of the beat's flags
         # (mixgcn.hdl.timing), not from one register spanning all lanes
         lane_lo = [copy(E, name=f"lo_sel{lane}") for lane in range(L)]
@@ -268,14 +306,22 @@ class AggregationPipeline(wiring.Component):
                      *(x.eq(s2_valid & s2_last) for x in lane_end)]
         for lane in range(L):
             sel = lane_lo[lane]
-            m.d.sync += [lo[lane].eq(sum(Mux(sel[e], prod[e][lane], 0) for e in range(E))),
+            m.d.sync += [lo[lane].eq(sum(Mux(sel[e], prod[e][lane], 0) for e in range(E))
+                                     + part[lane]),
                          hi[lane].eq(sum(Mux(sel[e], 0, prod[e][lane]) for e in range(E)))]
 
         # acc holds the open row's partial sum. A beat that ends a row sends acc + lo to
         # the output stage and keeps hi (the next row's head); any other beat adds lo.
         acc = [Signal(signed(c.acc_width), name=f"acc{lane}") for lane in range(L)]
-        feed = self.feed.payload
-        m.d.sync += self.feed.valid.eq(s3_valid & s3_last)
+        # a finished row's sum (`fed`) goes to the output stage, or with `keep` back
+        # into the partial sums
+        feed, fed = self.feed.payload, Signal()
+        m.d.sync += [fed.eq(s3_valid & s3_last), fed_row.eq(s3_row)]
+        m.d.comb += [self.feed.valid.eq(fed & ~self.keep), self.kept.eq(fed & self.keep)]
+        if c.partial_rows:
+            part_write = sums.write_port()
+            m.d.comb += [part_write.addr.eq(fed_row), part_write.data.eq(feed.acc),
+                         part_write.en.eq(self.kept)]
         with m.If(s3_valid & s3_last):
             m.d.sync += [feed.mask.eq(s3_mask), feed.last.eq(s3_final)]
         for lane in range(L):
@@ -290,11 +336,13 @@ class AggregationPipeline(wiring.Component):
         for lane in range(L):
             with m.If(lane_start[lane]):
                 m.d.sync += acc[lane].eq(0)
+        # rows on their way to the output stage (a kept row takes no credit)
         m.d.comb += [self.empty.eq(~(s1_valid | r_valid | g_valid | s2_valid | s3_valid
-                                     | self.feed.valid)),
-                     self.in_flight.eq((s1_valid & s1_last) + (r_valid & r_last)
-                                       + (g_valid & g_last) + (s2_valid & s2_last)
-                                       + (s3_valid & s3_last) + self.feed.valid)]
+                                     | fed)),
+                     self.in_flight.eq(Mux(self.keep, 0, (s1_valid & s1_last)
+                                           + (r_valid & r_last) + (g_valid & g_last)
+                                           + (s2_valid & s2_last) + (s3_valid & s3_last)
+                                           + fed))]
         return m
 
 
@@ -317,6 +365,8 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
             "csr": In(stream.Signature(self.csr_layout)),
             "mask": In(stream.Signature(unsigned(c.lanes))),
             "out": Out(stream.Signature(self.out_layout)),
+            # a row of a `keep` command went into the partial sums (one cycle a row)
+            "kept": Out(1),
             **engine_status_members(c.counter_width, c.acc_width, extra=("load_cycles",)),
         })
         self.path = OutputPath(lanes=c.lanes, width=c.width, acc_width=c.acc_width,
@@ -359,7 +409,7 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
                      pipe.active.eq(busy & ~flushing), pipe.bank.eq(bank),
                      pipe.filling.eq(loader.busy & (loader.fill_bank == bank)),
                      pipe.loaded.eq(loader.loaded), pipe.final.eq(one_left),
-                     pipe.mask_en.eq(path.mask_en),
+                     pipe.mask_en.eq(path.mask_en), self.kept.eq(pipe.kept),
                      self.max_abs.eq(path.max_abs), self.saturated.eq(path.saturated),
                      self.load_cycles.eq(loader.cycles)]
         with m.If(pipe.row):
@@ -381,6 +431,8 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
             m.d.sync += [busy.eq(1), bank.eq(p.bank), rows_left.eq(p.rows),
                          none_left.eq(p.rows == 0), one_left.eq(p.rows == 1),
                          path.shift.eq(p.shift), path.relu.eq(p.relu), path.mask_en.eq(p.mask)]
+            if c.partial_rows:
+                m.d.sync += [pipe.keep.eq(p.keep), pipe.accumulate.eq(p.accumulate)]
             m.d.comb += [path.clear.eq(1), pipe.start.eq(1), counters.start.eq(1)]
         m.d.comb += [self.idle.eq(~loader.busy & ~busy),
                      counters.active.eq(busy), counters.moved.eq(pipe.accept | flushing),

@@ -59,6 +59,7 @@ from mixgcn.host.packing import (
     unpack_signed,
     weight_words,
 )
+from mixgcn.host.tiling import plan_windows
 
 __all__ = ["SAE_KINDS", "Batch", "ChipBackend", "PlanningDevice", "plan_training"]
 
@@ -95,6 +96,7 @@ class Batch:
 
     def __init__(self, backend: ChipBackend):
         self.backend, self.top = backend, 0
+        self.loads = self.rows_loaded = 0  # the SAE's buffer loads and the rows they load
         self.writes: list[tuple[int, np.ndarray]] = []
         self.descs: list[int] = []
 
@@ -139,6 +141,7 @@ class ChipBackend:
         self._kept_base = self.capacity
         self._batch_kept: set[str] = set()
         self._sites: tuple[str, ...] = ()  # the model's operations the next batch serves
+        self._loads = (0, 0)  # the last batch's buffer loads and rows loaded
 
     # ------------------------------------------------------------------ protocol
     def spmm(self, s, x, stage: Stage, *, site: str = "") -> KernelResult:
@@ -300,7 +303,7 @@ class ChipBackend:
         b = Batch(self)
         h = _dense(h)
         out, passes = self._spmm(b, s, h, stages[0], follow=self.follow)
-        first = 3 if passes > 1 else 2  # after the first pass's LOAD(s) and SPMM
+        first = 3 if len(b.descs) > 2 else 2  # after the first two LOADs and an SPMM
         spmm_descs, b.descs = b.descs, []
         where = self._gemm(b, form, _dense(x), w, stages[1])
         # descriptors issue in order: the GEMM goes right after the first pass, so both
@@ -347,6 +350,7 @@ class ChipBackend:
             raise RuntimeError(f"{self.device.name}: {len(b.descs)} descriptors gave "
                                f"{len(res.status)} status records")
         self._report.device_seconds += res.device_seconds
+        self._loads = (b.loads, b.rows_loaded)  # for the batch's record
         return res
 
     def _record(self, kind: str, sites, pairing: str, res: BatchResult) -> None:
@@ -360,7 +364,9 @@ class ChipBackend:
                                      memory_reads=res.counters.get("memory_reads", 0),
                                      memory_writes=res.counters.get("memory_writes", 0),
                                      memory_distinct_reads=res.counters.get(
-                                         "memory_distinct_reads", 0)))
+                                         "memory_distinct_reads", 0),
+                                     buffer_loads=self._loads[0],
+                                     buffer_rows_loaded=self._loads[1]))
 
     def _read_rows(self, addr: int, count: int, lanes: int) -> np.ndarray:
         if count == 0:
@@ -418,8 +424,11 @@ class ChipBackend:
               follow=True):
         """LOAD/SPMM descriptors for S·X in ⌈F/L⌉ passes, alternating banks so that each
         pass's LOAD overlaps the previous pass's SPMM, and (``follow``) each SPMM trails
-        its own LOAD. ``x`` = (rows, features): X arrives through the exchange port
-        (one pass). Returns (out address, passes)."""
+        its own LOAD. When S gathers from more rows than the buffer holds, each pass runs
+        in column windows (:mod:`mixgcn.host.tiling`): a LOAD and an SPMM per window,
+        the row sums kept between a block's windows. ``x`` = (rows, features): X arrives
+        through the exchange port (one pass, one window). Returns (out address,
+        passes)."""
         c = self.config
         s = sp.csr_array(s)
         n, k = s.shape
@@ -427,16 +436,16 @@ class ChipBackend:
         kx, F = x if from_xchg else x.shape
         if kx != k:
             raise ValueError(f"SpMM: S is {s.shape} but X has {kx} rows")
-        if k > c.sae.max_nodes:
-            raise ValueError(f"SpMM: the sparse engine gathers from {k} rows; its buffer "
-                             f"holds {c.sae.max_nodes} (SAEConfig.max_nodes)")
+        plan = plan_windows(s, buffer_rows=c.sae.max_nodes, partial_rows=c.sae.partial_rows)
+        if from_xchg and plan.tiled:
+            raise ValueError(f"an SpMM fed by the DCE gathers from at most "
+                             f"{c.sae.max_nodes} rows (SAEConfig.max_nodes), got {k}")
         degree = longest_row(s)
         if degree > c.sae.max_degree:
             raise ValueError(f"SpMM: a row of S has {degree} non-zeros; the sparse "
                              f"engine's accumulators are sized for {c.sae.max_degree} "
                              "(SAEConfig.max_degree)")
         self.fmt.check_reduction(degree, "SpMM row")
-        beats_addr, nbeats = self._kept_csr(b, s, "SpMM")
         L = self.L
         passes = max(1, -(-F // L))
         if from_xchg:
@@ -449,14 +458,33 @@ class ChipBackend:
         if stage.mask is not None:
             m_addr = b.put(self._mask_words(stage.mask, L, passes), "SpMM mask")
         out = b.alloc(passes * n, "SpMM output") if to_mem else 0
-        loads = [dict(unit=Unit.LOAD, bank=p % 2, rows=k, src=x_addr + p * k,
-                      from_xchg=int(from_xchg)) for p in range(passes)]
-        spmms = [dict(unit=Unit.SPMM, bank=p % 2, rows=n, src=beats_addr, src_len=nbeats,
-                      shift=stage.shift, relu=int(stage.relu),
-                      mask=int(stage.mask is not None), mask_addr=m_addr + p * n,
-                      dst=out + p * n, to_mem=int(to_mem), to_xchg=int(to_xchg),
-                      follow=int(follow)) for p in range(passes)]
-        for d in loads[:2] + [d for p in range(passes) for d in (spmms[p], *loads[p + 2:p + 3])]:
+        beats = [[self._kept_csr(b, w.s, "SpMM") for w in blk.windows] for blk in plan.blocks]
+        loads, spmms = [], []
+        for p in range(passes):
+            for blk, blk_beats in zip(plan.blocks, beats, strict=True):
+                last = len(blk.windows) - 1
+                for i, (w, (beats_addr, nbeats)) in enumerate(zip(blk.windows, blk_beats,
+                                                                  strict=True)):
+                    bank = len(loads) % 2
+                    loads.append(dict(unit=Unit.LOAD, bank=bank, rows=w.rows,
+                                      src=x_addr + p * k + w.lo, from_xchg=int(from_xchg)))
+                    # the rows leave after the block's last window; before, their sums
+                    # are kept (and from the second window on, added to)
+                    windows = ({"keep": int(i < last), "accumulate": int(i > 0)}
+                               if plan.tiled else {})
+                    row0 = p * n + blk.start
+                    spmms.append(dict(unit=Unit.SPMM, bank=bank, rows=blk.rows,
+                                      src=beats_addr, src_len=nbeats, shift=stage.shift,
+                                      relu=int(stage.relu),
+                                      mask=int(stage.mask is not None and i == last),
+                                      mask_addr=m_addr + row0, dst=out + row0,
+                                      to_mem=int(to_mem and i == last),
+                                      to_xchg=int(to_xchg and i == last),
+                                      follow=int(follow), **windows))
+        b.loads += len(loads)
+        b.rows_loaded += sum(d["rows"] for d in loads)
+        for d in loads[:2] + [d for i in range(len(spmms))
+                              for d in (spmms[i], *loads[i + 2:i + 3])]:
             b.desc(**d)
         return out, passes
 
@@ -595,9 +623,10 @@ def plan_training(dataset, config, chip: ChipConfig, reorder: str = "none") -> N
     from mixgcn.host.train import normalize_features
 
     n, f = dataset.num_nodes, dataset.num_features
-    if n > chip.sae.max_nodes:  # the cheapest refusal first: no layout needed
+    if n > chip.sae.max_nodes and not chip.sae.partial_rows:  # the cheapest refusal first
         raise ValueError(f"{n} nodes; the chip's sparse-engine buffer holds "
-                         f"{chip.sae.max_nodes} rows (SAEConfig.max_nodes)")
+                         f"{chip.sae.max_nodes} rows (SAEConfig.max_nodes) and it keeps no "
+                         "partial sums to run in column windows (SAEConfig.partial_rows=0)")
     dataset = reordered(dataset, node_order(dataset, reorder))
     ops = FixedOps(ChipBackend(PlanningDevice(chip)))
     model = GCN(config, f, dataset.num_classes, np.random.default_rng(config.seed))

@@ -416,7 +416,8 @@ class ShardedBackend:
                 self.cycles_per_chip[0] += o.cycles
                 self.steps.extend(o.batches)
             return outcomes
-        cycles, busy, moved = [], [0, 0], [0, 0, 0]  # moved: every chip's memory words
+        # moved: every chip's memory words and buffer loads (and the rows they loaded)
+        cycles, busy, moved = [], [0, 0], [0, 0, 0, 0, 0]
         for p, o in enumerate(outcomes):
             if o is None:
                 continue
@@ -433,12 +434,16 @@ class ShardedBackend:
                 moved[0] += b.memory_reads
                 moved[1] += b.memory_writes
                 moved[2] += b.memory_distinct_reads
+                moved[3] += b.buffer_loads
+                moved[4] += b.buffer_rows_loaded
         if self.timed:
             self.steps.append(BatchRecord(kind=kind, sites=sites, pairing=pairing,
                                           cycles=max(cycles, default=0), sae_busy=busy[0],
                                           dce_busy=busy[1], memory_reads=moved[0],
                                           memory_writes=moved[1],
-                                          memory_distinct_reads=moved[2]))
+                                          memory_distinct_reads=moved[2],
+                                          buffer_loads=moved[3],
+                                          buffer_rows_loaded=moved[4]))
         # the output stage's statistics, reduced across the chips that ran
         self._count("stats", sites[0], np.zeros(self.P),
                     STATS_BYTES * sum(o is not None for o in outcomes))

@@ -121,8 +121,9 @@ def test_sparse_features_aggregated_first(tmp_path):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("chip", ["default", "ecp5"])
+@pytest.mark.parametrize("chip", ["default", "ecp5", "tiny"])
 def test_cora_matches_golden(tmp_path, cora_dir, chip):
+    # tiny's buffer holds 2,048 rows of Cora's 2,708: its SpMMs run in column windows
     args = ["--dataset", "cora", "--data-dir", str(cora_dir), "--epochs", "2", "--seed", "0"]
     rtl = _run(tmp_path, "rtl", "--backend", "rtl", "--chip", chip, *args)
     assert rtl["weights_sha256"] == _golden(tmp_path, *args)["weights_sha256"]
@@ -145,18 +146,24 @@ def test_chip_from_the_generators_json(tmp_path):
 # Each limit of the chip, checked on the chip's own layout code before anything is
 # built: the build folder stays empty and the refusal takes well under a second.
 
+# a preset, or (preset, changes to its configuration): written as a chip JSON file
 LIMITS = [
-    ("nodes", ["--dataset", "synthetic:nodes=9000"], "default",
-     "9000 nodes; the chip's sparse-engine buffer holds 8192 rows"),
-    ("features", ["--dataset", "synthetic:nodes=300,features=3000"], "tiny",
-     "gathers from 3000 rows; its buffer holds 2048"),
-    ("CSR beats", ["--dataset", "synthetic:nodes=2000,degree=64"], "tiny",
+    ("nodes", ["--dataset", "synthetic:nodes=1100"], "micro",
+     "1100 nodes; the chip's sparse-engine buffer holds 1024 rows .* keeps no partial sums"),
+    ("features", ["--dataset", "synthetic:nodes=300,features=3000"],
+     ("tiny", {"sae": {"partial_rows": 0}}),
+     r"gathers from 3000 rows of X; the sparse engine's buffer holds 2048 "
+     r"\(SAEConfig.max_nodes\) and it keeps no partial sums"),
+    ("CSR beats", ["--dataset", "synthetic:nodes=2000,degree=64"],
+     ("tiny", {"addr_width": 16}),
      r"takes \d+ CSR beats; the chip's memory keeps 32768 words for sparse operands"),
-    ("degree", ["--dataset", "synthetic:nodes=2000,degree=16"], "maxdeg.json",
+    ("degree", ["--dataset", "synthetic:nodes=2000,degree=16"],
+     ("tiny", {"sae": {"max_degree": 40}}),
      r"a row of S has \d+ non-zeros; .* sized for 40 \(SAEConfig.max_degree\)"),
     ("reduction", ["--dataset", "synthetic:nodes=100,features=50", "--hidden", "260"],
      "tiny", "a reduction over 260 values exceeds the dense engine's weight store of 256"),
-    ("memory", ["--dataset", "synthetic:nodes=300", "--hidden", "300"], "tiny",
+    ("memory", ["--dataset", "synthetic:nodes=300", "--hidden", "300"],
+     ("tiny", {"addr_width": 16}),
      "the batch's operands and results need 37500 memory words; the lower half of the "
      "chip's memory holds 32768"),
 ]
@@ -167,11 +174,16 @@ LIMITS = [
 def test_a_graph_the_chip_cannot_hold_is_refused_before_any_build(
         tmp_path, monkeypatch, what, args, chip, message):
     monkeypatch.setenv("MIXGCN_BUILD", str(tmp_path / "build"))
-    if chip == "maxdeg.json":
-        d = CHIP_PRESETS["tiny"].to_dict()
-        d["sae"]["max_degree"] = 40
-        chip = str(tmp_path / chip)
-        (tmp_path / "maxdeg.json").write_text(json.dumps(d))
+    if isinstance(chip, tuple):
+        preset, changes = chip
+        d = CHIP_PRESETS[preset].to_dict()
+        for key, value in changes.items():
+            if isinstance(value, dict):
+                d[key].update(value)
+            else:
+                d[key] = value
+        chip = str(tmp_path / "chip.json")
+        (tmp_path / "chip.json").write_text(json.dumps(d))
     t0 = time.perf_counter()
     with pytest.raises(SystemExit, match=message):
         main(["train", "--backend", "rtl", "--chip", chip, "--epochs", "1", "--quiet", *args])

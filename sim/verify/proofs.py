@@ -88,7 +88,8 @@ def stream_writer(m, first):
 
 
 _TINY = ChipConfig(sae=SAEConfig(lanes=1, edges=1, width=4, acc_width=12, max_nodes=4,
-                                 max_degree=8, out_fifo_depth=2, counter_width=16),
+                                 max_degree=8, partial_rows=4, out_fifo_depth=2,
+                                 counter_width=16),
                    dce=DCEConfig(rows=1, cols=1, width=4, acc_width=12, max_k=4, max_rows=8,
                                  out_fifo_depth=2, counter_width=16),
                    pipeline_depth=2, desc_depth=2, addr_width=8, reader_depth=2)

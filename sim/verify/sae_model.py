@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from mixgcn.gen.config import SAEConfig
 from mixgcn.golden import fixed
 from mixgcn.host.packing import csr_beat_arrays
+from mixgcn.host.tiling import plan_windows
 
 __all__ = ["SAEJob", "csr_beats", "make_spmm_jobs"]
 
@@ -41,7 +42,10 @@ def csr_beats(s: sp.csr_array, edges: int, junk: np.random.Generator | None = No
 
 @dataclass
 class SAEJob:
-    """One LOAD + SPMM pair: ``L``-wide slice of X into ``bank``, then S times it."""
+    """One LOAD + SPMM pair: ``L``-wide slice of X into ``bank``, then S times it.
+    In column windows (:mod:`mixgcn.host.tiling`): ``keep`` (the rows' sums stay in the
+    partial sums: no rows come out, ``expected`` is empty) and ``accumulate`` (they
+    start from the kept ones)."""
 
     bank: int
     rows: int  # output rows (rows of S)
@@ -55,23 +59,26 @@ class SAEJob:
     expected: np.ndarray = field(repr=False)
     max_abs: int = 0
     saturated: int = 0
+    keep: bool = False
+    accumulate: bool = False
 
     def commands(self) -> list[dict]:
+        windows = ({"keep": int(self.keep), "accumulate": int(self.accumulate)}
+                   if self.keep or self.accumulate else {})
         return [dict(op=0, bank=self.bank, rows=self.x_rows, shift=0, relu=0, mask=0),
                 dict(op=1, bank=self.bank, rows=self.rows, shift=self.shift,
-                     relu=int(self.relu), mask=int(self.mask_en))]
+                     relu=int(self.relu), mask=int(self.mask_en), **windows)]
 
 
 def make_spmm_jobs(cfg: SAEConfig, s, x, shift: int, relu: bool = False,
                    mask: np.ndarray | None = None, first_bank: int = 0,
                    beats: list | None = None,
                    junk: np.random.Generator | None = None) -> list[SAEJob]:
-    """``Y = S · X`` as ⌈F/L⌉ passes (banks alternate). ``s``: CSR of mantissas
-    [N, K]; ``x``: mantissas [K, F]; ``mask``: bool [N, F] or None; ``junk``: random
-    padding in the beats (see :func:`csr_beats`)."""
+    """``Y = S · X`` as ⌈F/L⌉ passes (banks alternate), each in the column windows
+    the driver would use (one job a window; one window when X fits the buffer). ``s``:
+    CSR of mantissas [N, K]; ``x``: mantissas [K, F]; ``mask``: bool [N, F] or None;
+    ``junk``: random padding in the beats (see :func:`csr_beats`)."""
     indptr, indices, data = _raw_csr(s)
-    if beats is None:
-        beats = csr_beats(s, cfg.edges, junk, cfg.width, cfg.max_nodes)
     lo, hi = fixed.mant_range(cfg.width)
     if data.size and (data.min() < lo or data.max() > hi):
         raise ValueError(f"S holds values outside {cfg.width} bits")
@@ -79,15 +86,18 @@ def make_spmm_jobs(cfg: SAEConfig, s, x, shift: int, relu: bool = False,
     x = np.asarray(x, dtype=np.int64)
     if s.shape[1] != x.shape[0]:
         raise ValueError(f"S is {s.shape} but X has {x.shape[0]} rows")
-    if x.shape[0] > cfg.max_nodes:
-        raise ValueError(f"X has {x.shape[0]} rows; the buffer holds {cfg.max_nodes}")
+    plan = plan_windows(s, buffer_rows=cfg.max_nodes, partial_rows=cfg.partial_rows)
+    if plan.tiled:  # each window's beats
+        beats = None
+    elif beats is None:
+        beats = csr_beats(s, cfg.edges, junk, cfg.width, cfg.max_nodes)
     degree = np.diff(s.indptr)
     if degree.size and degree.max() > cfg.max_degree:
         raise ValueError(f"a row has {degree.max()} non-zeros; max_degree is {cfg.max_degree}")
     L = cfg.lanes
     acc_all = fixed.spmm(s, x)
     jobs = []
-    for p, f0 in enumerate(range(0, x.shape[1], L)):
+    for f0 in range(0, x.shape[1], L):
         f1 = min(f0 + L, x.shape[1])
         xs = np.zeros((x.shape[0], L), dtype=np.int64)
         xs[:, :f1 - f0] = x[:, f0:f1]
@@ -97,12 +107,24 @@ def make_spmm_jobs(cfg: SAEConfig, s, x, shift: int, relu: bool = False,
             pmask[:, :f1 - f0] = mask[:, f0:f1]
         acc = np.zeros((s.shape[0], L), dtype=np.int64)
         acc[:, :f1 - f0] = acc_all[:, f0:f1]
-        out, stats = fixed.output_stage(acc, shift, cfg.width, relu=relu, mask=pmask)
-        mask_words = []
-        if pmask is not None:
-            mask_words = [int(sum(1 << j for j in range(L) if r[j])) for r in pmask]
-        jobs.append(SAEJob(bank=(first_bank + p) % 2, rows=s.shape[0], x_rows=x.shape[0],
-                           shift=shift, relu=relu, mask_en=mask is not None,
-                           x_words=xs.tolist(), beats=beats, mask_words=mask_words,
-                           expected=out, max_abs=stats.max_abs, saturated=stats.saturated))
+        for blk in plan.blocks:
+            rows = slice(blk.start, blk.start + blk.rows)
+            out, stats = fixed.output_stage(acc[rows], shift, cfg.width, relu=relu,
+                                            mask=None if pmask is None else pmask[rows])
+            mask_words = []
+            if pmask is not None:
+                mask_words = [int(sum(1 << j for j in range(L) if r[j])) for r in pmask[rows]]
+            last = len(blk.windows) - 1
+            for i, w in enumerate(blk.windows):
+                final = i == last
+                jobs.append(SAEJob(
+                    bank=(first_bank + len(jobs)) % 2, rows=blk.rows, x_rows=w.rows,
+                    shift=shift, relu=relu, mask_en=mask is not None and final,
+                    x_words=xs[w.lo:w.lo + w.rows].tolist(),
+                    beats=beats or csr_beats(w.s, cfg.edges, junk, cfg.width, cfg.max_nodes),
+                    mask_words=mask_words if final else [],
+                    expected=out if final else out[:0],
+                    max_abs=stats.max_abs if final else 0,
+                    saturated=stats.saturated if final else 0,
+                    keep=not final, accumulate=i > 0))
     return jobs

@@ -8,6 +8,7 @@ cycles and the output random backpressure; expected rows come from
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -147,6 +148,32 @@ async def test_star(dut, flow):
     s = quantized_adjacency(np.concatenate([edges, edges[::-1]], axis=1), leaves + 1)
     assert np.diff(s.indptr).max() == leaves + 1
     await tb.run_jobs(spmm(s, random_features(tb.rng, leaves + 1, CFG.lanes)))
+
+
+@cocotb.test(skip=not CFG.partial_rows)
+@cocotb.parametrize(flow=FLOW2)
+async def test_column_windows(dut, flow):
+    """SpMMs planned for a buffer of 200 rows and 96 rows of partial sums: blocks of rows
+    in column windows, each row's sum kept at accumulator width between windows and
+    rounded once — Â of a skewed graph (masked, ReLU, two passes) and Xᵀ·G with Xᵀ
+    gathering from every node."""
+    tb = TB(dut, *flow)
+    await tb.reset()
+    rng = tb.rng
+    small = dataclasses.replace(CFG, max_nodes=200, partial_rows=min(CFG.partial_rows, 96))
+    ds = make_synthetic(nodes=700, degree=8, seed=SEED)
+    s = quantized_adjacency(ds.edge_index, ds.num_nodes)
+    x = random_features(rng, ds.num_nodes, CFG.lanes + 1)
+    mask = rng.random((s.shape[0], x.shape[1])) < 0.5
+    jobs = make_spmm_jobs(small, s, x, fitting_shift(s, x), relu=True, mask=mask,
+                          junk=np.random.default_rng(SEED))
+    xt = sp.csr_array(sp.random_array((40, ds.num_nodes), density=0.05, rng=rng,
+                                      format="csr", data_sampler=lambda size: rng.integers(
+                                          1, 3000, size)).astype(np.int64))
+    g = random_features(rng, ds.num_nodes, CFG.lanes)
+    jobs += make_spmm_jobs(small, xt, g, fitting_shift(xt, g), first_bank=len(jobs) % 2)
+    assert any(j.keep for j in jobs) and any(j.accumulate for j in jobs)
+    await tb.run_jobs(jobs)
 
 
 @cocotb.test()

@@ -233,11 +233,11 @@ class ChipConfig:
       a word a cycle).
     """
 
-    sae: SAEConfig = SAEConfig(lanes=16, edges=2)
+    sae: SAEConfig = SAEConfig(lanes=16, edges=2, partial_rows=8192)
     dce: DCEConfig = DCEConfig(rows=16, cols=16)
     pipeline_depth: int = 64
     desc_depth: int = 16
-    addr_width: int = 18
+    addr_width: int = 22
     reader_depth: int = 4
 
     def __post_init__(self):

@@ -179,10 +179,11 @@ class ChipBackend:
         return pair
 
     def gemm_spmm(self, form, x, w, s, stages, *, sites=("", "")) -> PairResult:
-        """The DCE→SAE pipeline when X is dense and T one tile; otherwise in turn."""
+        """The DCE→SAE pipeline when X is dense, T one tile and S gathers from no more
+        rows than the SAE's buffer holds (T's rows fill it); otherwise in turn."""
         m = w.shape[1] if form == "xw" else w.shape[0]
         if (not self.pipeline or sp.issparse(x) or m > self.L
-                or form not in ("xw", "xwt")):
+                or form not in ("xw", "xwt") or s.shape[1] > self.config.sae.max_nodes):
             t = self.gemm(form, x, w, stages[0], site=sites[0])
             return PairResult(t, self.spmm(s, t.rows, stages[1], site=sites[1]))
         self._sites = tuple(sites)
@@ -448,12 +449,20 @@ class ChipBackend:
         self.fmt.check_reduction(degree, "SpMM row")
         L = self.L
         passes = max(1, -(-F // L))
+        windows = [w for blk in plan.blocks for w in blk.windows]
+        # the windows that read X in place, and those that load a gathered copy of the
+        # rows of X they use (written here, each pass's after the other)
+        gathered = [w.x_rows for w in windows if w.x_rows is not None]
+        g_rows = sum(len(g) for g in gathered)
+        x_addr = g_addr = 0
         if from_xchg:
             if passes > 1:
                 raise ValueError(f"an SpMM fed by the DCE takes at most {L} features, got {F}")
-            x_addr = 0
-        else:
+        elif len(gathered) < len(windows):
             x_addr = b.put(self._pack("x", _tiles(x, L, passes)), "SpMM X")
+        if gathered:
+            g_addr = b.put(self._pack("x", _tiles(x[np.concatenate(gathered)], L, passes)),
+                           "SpMM X (the rows each window uses)")
         m_addr = 0
         if stage.mask is not None:
             m_addr = b.put(self._mask_words(stage.mask, L, passes), "SpMM mask")
@@ -461,13 +470,18 @@ class ChipBackend:
         beats = [[self._kept_csr(b, w.s, "SpMM") for w in blk.windows] for blk in plan.blocks]
         loads, spmms = [], []
         for p in range(passes):
+            g_next = g_addr + p * g_rows
             for blk, blk_beats in zip(plan.blocks, beats, strict=True):
                 last = len(blk.windows) - 1
                 for i, (w, (beats_addr, nbeats)) in enumerate(zip(blk.windows, blk_beats,
                                                                   strict=True)):
                     bank = len(loads) % 2
-                    loads.append(dict(unit=Unit.LOAD, bank=bank, rows=w.rows,
-                                      src=x_addr + p * k + w.lo, from_xchg=int(from_xchg)))
+                    if w.x_rows is None:
+                        src = x_addr + p * k + w.lo
+                    else:
+                        src, g_next = g_next, g_next + w.rows
+                    loads.append(dict(unit=Unit.LOAD, bank=bank, rows=w.rows, src=src,
+                                      from_xchg=int(from_xchg)))
                     # the rows leave after the block's last window; before, their sums
                     # are kept (and from the second window on, added to)
                     windows = ({"keep": int(i < last), "accumulate": int(i > 0)}

@@ -282,8 +282,11 @@ class ShardedBackend:
         m = np.shape(w)[1] if form == "xw" else np.shape(w)[0]
         k = np.shape(x)[1]
         crossing = m if out else k
+        # a GEMM→SpMM fills the SAE's buffer from the fabric: all N rows must fit it (in
+        # column windows the host writes each window's rows)
+        fits = not out or self.N <= self.fabric.system.chip.sae.max_nodes
         return (self.P <= crossing <= L and m <= L and k <= (self.fabric.config.dce.max_k)
-                and np.shape(x)[0] == self.N)
+                and np.shape(x)[0] == self.N and fits)
 
     def _route(self, mode: str, columns: int):
         cols = column_slices(columns, self.P)

@@ -9,10 +9,13 @@ accumulator width in the engine's partial sums between the windows of a block an
 rounded once, after the last. Integer sums do not depend on the order of their terms,
 so the result equals the untiled product bit for bit.
 
-A block whose columns all fit one window needs no partial sums, so it may have any
-number of rows; a block of rows that gather from farther apart has at most
-``partial_rows`` rows (the engine's partial-sum memory). Windows skip gaps between the
-columns a block uses when loading the gap would cost more than a window's SpMM pass.
+Blocks are formed greedily, in row order. A block whose rows use at most
+``buffer_rows`` distinct rows of X is one window and needs no partial sums, so it may
+have any number of rows; otherwise a block has ``partial_rows`` rows (the engine's
+partial-sum memory) in as many windows as its rows of X need — whichever loads fewer
+rows of X per row of S. A window loads only the rows of X its block uses: the host
+writes them, in order, as a gathered copy of X (``x_rows``) — or, when they lie close
+together, the window is the range of X that holds them, read in place.
 """
 
 from __future__ import annotations
@@ -24,20 +27,16 @@ import scipy.sparse as sp
 
 __all__ = ["ColumnWindow", "RowBlock", "WindowPlan", "plan_windows"]
 
-# a window's SpMM pass costs about its block's rows plus this (the pipeline's fill and
-# drain, the command's issue): a gap between used columns cheaper to load than that is
-# loaded rather than starting another window
-_PASS_OVERHEAD = 16
-
-
 @dataclass(frozen=True)
 class ColumnWindow:
-    """Rows ``lo`` .. ``lo + rows - 1`` of X, and the block's part of S that uses them
-    (``s``: the block's rows × these columns, column j of ``s`` being row lo + j)."""
+    """``rows`` rows of X and the block's part of S that uses them (``s``: the block's
+    rows × these rows, in order): rows ``lo`` .. ``lo + rows - 1`` of X, or, when
+    ``x_rows`` is given, the rows it lists (a gathered copy; ``lo`` is then 0)."""
 
     lo: int
     rows: int
     s: sp.csr_array
+    x_rows: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -69,19 +68,18 @@ class WindowPlan:
         return sum(w.rows for b in self.blocks for w in b.windows)
 
 
-def _windows(cols: np.ndarray, buffer_rows: int, gap: int) -> list[tuple[int, int]]:
-    """Sorted distinct columns cut into (lo, rows) ranges of at most ``buffer_rows``
-    rows, a new one also after a gap of more than ``gap`` unused columns."""
-    if cols.size == 0:
-        return [(0, 1)]  # rows with no non-zeros still give their (zero) sums
-    out, lo, prev = [], int(cols[0]), int(cols[0])
-    for c in cols[1:].tolist():
-        if c - lo >= buffer_rows or c - prev > gap:
-            out.append((lo, prev - lo + 1))
-            lo = c
-        prev = c
-    out.append((lo, prev - lo + 1))
-    return out
+def _gathered(part: sp.csr_array, buffer_rows: int) -> tuple[ColumnWindow, ...]:
+    """A block's windows over the rows of X it uses (a gathered copy), in order."""
+    indices = np.asarray(part.indices)
+    cols = np.unique(indices)
+    if cols.size == 0:  # rows with no non-zeros still give their (zero) sums
+        cols = np.zeros(1, dtype=np.int64)
+    used = sp.csr_array((part.data, np.searchsorted(cols, indices), part.indptr),
+                        shape=(part.shape[0], cols.size))
+    return tuple(ColumnWindow(0, min(buffer_rows, cols.size - c0),
+                              sp.csr_array(used[:, c0:c0 + buffer_rows]),
+                              cols[c0:c0 + buffer_rows])
+                 for c0 in range(0, cols.size, buffer_rows))
 
 
 def plan_windows(s: sp.csr_array, *, buffer_rows: int, partial_rows: int,
@@ -98,38 +96,37 @@ def plan_windows(s: sp.csr_array, *, buffer_rows: int, partial_rows: int,
                          "sums to run in column windows (SAEConfig.partial_rows=0)")
     indptr = np.asarray(s.indptr)
     indices = np.asarray(s.indices)
-    nnz = np.diff(indptr)
-    # each row's first and last column (an empty row fits anywhere)
-    first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    last = np.full(n, -1, dtype=np.int64)
-    has = nnz > 0
-    if has.any():
-        starts = indptr[:-1][has]
-        first[has] = np.minimum.reduceat(indices, starts) if indices.size else 0
-        last[has] = np.maximum.reduceat(indices, starts) if indices.size else 0
+    seen = np.zeros(k, dtype=bool)
     blocks, r = [], 0
     while r < n:
-        # one window: extend while every column so far lies within buffer_rows rows
-        lo, hi, end = first[r], last[r], r
+        # one window: extend the block while the rows of X it uses fit the buffer
+        used, end, touched = 0, r, []
         while end < n:
-            nlo, nhi = min(lo, first[end]), max(hi, last[end])
-            if nhi >= 0 and nhi - nlo >= buffer_rows:
+            row = indices[indptr[end]:indptr[end + 1]]
+            new = np.unique(row[~seen[row]])
+            if used + new.size > buffer_rows:
                 break
-            lo, hi, end = nlo, nhi, end + 1
-        if end > r:
-            lo = 0 if hi < 0 else int(lo)
-            rows = 1 if hi < 0 else int(hi) - lo + 1
-            blocks.append(RowBlock(r, end - r, (
-                ColumnWindow(lo, rows, sp.csr_array(s[r:end, lo:lo + rows])),)))
-            r = end
-            continue
-        # row r alone gathers from farther apart: a block of partial_rows rows, in windows
-        end = min(n, r + partial_rows)
-        part = s[r:end]
-        cols = np.unique(np.asarray(part.indices))
-        gap = (end - r) + _PASS_OVERHEAD
-        windows = tuple(ColumnWindow(lo, rows, sp.csr_array(part[:, lo:lo + rows]))
-                        for lo, rows in _windows(cols, buffer_rows, gap))
-        blocks.append(RowBlock(r, end - r, windows))
+            seen[new] = True
+            touched.append(new)
+            used, end = used + new.size, end + 1
+        cols = np.sort(np.concatenate(touched)) if touched else np.zeros(0, np.int64)
+        seen[cols] = False
+        # or partial_rows rows in several windows, when that loads fewer rows a row
+        multi_end = min(n, r + partial_rows)
+        if end - r < multi_end - r:
+            multi_used = np.unique(indices[indptr[r]:indptr[multi_end]]).size
+            if end == r or multi_used * (end - r) < used * (multi_end - r):
+                blocks.append(RowBlock(r, multi_end - r, _gathered(
+                    sp.csr_array(s[r:multi_end]), buffer_rows)))
+                r = multi_end
+                continue
+        part = sp.csr_array(s[r:end])
+        if cols.size and cols[-1] - cols[0] < min(buffer_rows, cols.size + cols.size // 4):
+            # close together: straight from X in memory (no gathered copy)
+            lo, rows = int(cols[0]), int(cols[-1] - cols[0] + 1)
+            window = ColumnWindow(lo, rows, sp.csr_array(part[:, lo:lo + rows]))
+            blocks.append(RowBlock(r, end - r, (window,)))
+        else:
+            blocks.append(RowBlock(r, end - r, _gathered(part, buffer_rows)))
         r = end
     return WindowPlan(tuple(blocks))

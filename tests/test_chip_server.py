@@ -148,9 +148,9 @@ def test_two_chip_servers_at_once_from_one_host(chip):
 
 @pytest.mark.sim
 def test_an_exception_in_the_server_is_one_line_naming_the_chip(chip):
-    with pytest.raises(DeviceError, match=r"^chip 7 \(tiny\): writing 1 word at 70000 failed: "
-                                          r"ValueError: memory words 70000..70000 lie outside"):
-        chip.device.write(70000, np.zeros((1, chip.mem_bytes), dtype=np.uint8))
+    with pytest.raises(DeviceError, match=r"^chip 7 \(tiny\): writing 1 word at 300000 failed: "
+                                          r"ValueError: memory words 300000..300000 lie outside"):
+        chip.device.write(300000, np.zeros((1, chip.mem_bytes), dtype=np.uint8))
     # the server survives its error and keeps serving
     rng = np.random.default_rng(1)
     s, x = _random_spmm(rng)

@@ -32,8 +32,10 @@ def _check(s: sp.csr_array, plan, buffer_rows: int, partial_rows: int) -> None:
         for w in b.windows:
             assert 1 <= w.rows <= buffer_rows and 0 <= w.lo and w.lo + w.rows <= k
             assert w.s.shape == (b.rows, w.rows)
+            rows = np.arange(w.lo, w.lo + w.rows) if w.x_rows is None else w.x_rows
+            assert len(rows) == w.rows
             nnz += w.s.nnz
-            out[b.start:b.start + b.rows] += fixed.spmm(w.s, x[w.lo:w.lo + w.rows])
+            out[b.start:b.start + b.rows] += fixed.spmm(w.s, x[rows])
     assert nnz == s.nnz  # every non-zero in exactly one window
     assert np.array_equal(out, fixed.spmm(s, x))
 
@@ -63,16 +65,26 @@ def test_rows_close_to_their_columns_need_no_partial_sums():
     _check(band, plan, 100, 8)
 
 
-def test_empty_rows_and_a_gap_between_columns():
-    # rows 0..9 use columns 0..4 and 995..999 only: two windows, the gap not loaded
+def test_a_block_loads_only_the_rows_of_x_it_uses():
+    # rows 0..9 use columns 0..4 and 995..999 only (rows 10, 11 none): one window of
+    # those ten rows of X, gathered
     n, k = 12, 1000
     dense = np.zeros((n, k), dtype=np.int64)
     dense[:10, :5] = 1
     dense[:10, -5:] = 2
     s = sp.csr_array(dense)
-    plan = plan_windows(s, buffer_rows=256, partial_rows=16)
-    assert [(w.lo, w.rows) for w in plan.blocks[0].windows] == [(0, 5), (995, 5)]
-    _check(s, plan, 256, 16)
+    plan = plan_windows(s, buffer_rows=256, partial_rows=10)
+    (block,) = plan.blocks
+    assert [w.x_rows.tolist() for w in block.windows] == [[0, 1, 2, 3, 4, 995, 996, 997,
+                                                           998, 999]]
+    _check(s, plan, 256, 10)
+
+
+def test_rows_of_nothing_load_one_row():
+    s = sp.csr_array((5, 1000), dtype=np.int64)
+    plan = plan_windows(s, buffer_rows=256, partial_rows=4)
+    assert plan.rows_loaded == 1
+    _check(s, plan, 256, 4)
 
 
 def test_without_partial_sums_a_wide_matrix_is_refused_naming_the_limits():

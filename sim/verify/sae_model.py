@@ -120,7 +120,8 @@ def make_spmm_jobs(cfg: SAEConfig, s, x, shift: int, relu: bool = False,
                 jobs.append(SAEJob(
                     bank=(first_bank + len(jobs)) % 2, rows=blk.rows, x_rows=w.rows,
                     shift=shift, relu=relu, mask_en=mask is not None and final,
-                    x_words=xs[w.lo:w.lo + w.rows].tolist(),
+                    x_words=(xs[w.lo:w.lo + w.rows] if w.x_rows is None
+                             else xs[w.x_rows]).tolist(),
                     beats=beats or csr_beats(w.s, cfg.edges, junk, cfg.width, cfg.max_nodes),
                     mask_words=mask_words if final else [],
                     expected=out if final else out[:0],

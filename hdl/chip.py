@@ -20,7 +20,9 @@ them, a descriptor-driven controller and the memory port (docs/architecture.md).
   or from the exchange port (``from_xchg``: a GEMM's output rows);
 - ``SPMM`` — ``rows`` output rows of S·X from ``bank``; the CSR beats (``src_len``) from
   ``src``, ReLU' masks from ``mask_addr``; with ``follow`` it starts while the ``LOAD``
-  before it still fills the bank (see :mod:`mixgcn.hdl.sae`);
+  before it still fills the bank (see :mod:`mixgcn.hdl.sae`); ``keep`` / ``accumulate``
+  (a chip with ``SAEConfig.partial_rows``): the rows' sums go into / start from the
+  SAE's partial sums, for an SpMM in column windows (docs/tiling.md);
 - ``GEMM`` — one DCE operation (``op``, ``rows``, ``k``, ``m``); ``a`` words from ``src``
   (``src_len``), or one word a row from the exchange port (``from_xchg``, needs
   ``k <= lanes``); ``b`` words from ``src_b`` (``b_len``);

@@ -18,6 +18,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from mixgcn.hdl.timing import output_register
+
 __all__ = ["ExchangeRouter", "Route", "RouterError"]
 
 
@@ -52,10 +54,10 @@ class ExchangeRouter(wiring.Component):
     FIFO); with two consumers the SAE's buffer is fed and the DCE sees no rows.
 
     Rows leave an engine only when every destination its route names can take them
-    (``ready`` is the AND of theirs). ``pipeline_depth`` rows wait in the pipeline FIFO
-    (one cycle of latency through it). With ``loopback`` the FIFO's output feeds the
-    exchange input inside the router; otherwise both are ports (``xchg_o``,
-    ``xchg_i``) for a fabric.
+    (``ready`` is the AND of theirs). ``pipeline_depth`` rows wait in the pipeline FIFO,
+    and one more in the register after it (two cycles of latency through both). With
+    ``loopback`` the register's output feeds the exchange input inside the router;
+    otherwise both are ports (``xchg_o``, ``xchg_i``) for a fabric.
     """
 
     def __init__(self, *, row_layout, x_layout, a_layout, pipeline_depth: int,
@@ -118,10 +120,12 @@ class ExchangeRouter(wiring.Component):
                      into_pipe.payload.eq(Mux(sae_xchg, self.sae_out.payload,
                                               self.dce_out.payload))]
 
+        # the pipe's words leave its block RAM through a register (hdl/timing.py)
+        piped = output_register(m, "pipe", pipe.r_stream)
         if self.loopback:
-            xchg = pipe.r_stream
+            xchg = piped
         else:
-            wiring.connect(m, pipe.r_stream, wiring.flipped(self.xchg_o))
+            wiring.connect(m, piped, wiring.flipped(self.xchg_o))
             xchg = self.xchg_i
         row = data.View(self.row_layout, xchg.payload)
 

@@ -32,6 +32,12 @@ stay close to its rows (node reordering, :mod:`mixgcn.golden.reorder`) the SpMM
 trails its own load, or the DCE producing that load (the chip's DCE→SAE pipeline).
 The buffer has one read port per pipeline.
 
+When S gathers from more rows than a bank holds, the host runs it in column windows
+(docs/tiling.md): a ``SPMM`` with ``keep`` leaves its rows' sums, at accumulator
+width, in a partial-sum memory of ``partial_rows`` rows instead of sending them out,
+and one with ``accumulate`` starts each row's sum from the kept one; only the last
+window's rows reach the output stage, so each is rounded once.
+
 Flow control, counters and statistics are as in the DCE: inside, the pipeline never
 stalls; a row is admitted only when the output FIFO is sure to have room.
 ``busy_cycles`` / ``starved_cycles`` / ``blocked_cycles`` / ``op_cycles`` describe the

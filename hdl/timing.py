@@ -17,6 +17,11 @@ several streams at once makes each stream's ``ready`` a function of all their
 ``valid``s; through the router, that reaches back into the memory readers, one
 combinational path across the chip. :func:`input_buffer` puts a FIFO in front, so
 the producer sees a ``ready`` that comes from a register.
+
+**Output registers.** A FIFO held in block RAM hands its word straight from the RAM's
+output, which on an ECP5 comes 5.8 ns after the clock (yosys does not use the block's
+own output register): whatever the word then crosses must fit in what is left of
+the cycle. :func:`output_register` puts a register after such a stream.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from amaranth import Shape, Signal
 from amaranth.lib import stream
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-__all__ = ["KEEP_APART", "YOSYS_KEEP_APART", "copy", "input_buffer"]
+__all__ = ["KEEP_APART", "YOSYS_KEEP_APART", "copy", "input_buffer", "output_register"]
 
 KEEP_APART = "mixgcn_keep_apart"
 
@@ -51,4 +56,18 @@ def input_buffer(m, name: str, port):
                  port.ready.eq(fifo.w_stream.ready),
                  out.valid.eq(fifo.r_stream.valid), out.payload.eq(fifo.r_stream.payload),
                  fifo.r_stream.ready.eq(out.ready)]
+    return out
+
+
+def output_register(m, name: str, source):
+    """``source`` (a stream driven inside ``m``) through a register: the stream it
+    becomes, one cycle later, at full rate (``ready`` passes straight through: the
+    register takes a word when it is empty or its word leaves)."""
+    shape = source.payload.shape()
+    out = stream.Signature(shape).create(path=(f"{name}_registered",))
+    m.d.comb += source.ready.eq(~out.valid | out.ready)
+    with m.If(source.valid & source.ready):
+        m.d.sync += [out.valid.eq(1), out.payload.eq(source.payload)]
+    with m.Elif(out.ready):
+        m.d.sync += out.valid.eq(0)
     return out

@@ -387,6 +387,80 @@ def bench_memory() -> tuple[dict, list[str]]:
                     k: v / epochs for k, v in distinct_per_op.items()}), rows
 
 
+# the large graph of the tiling bench: 50,000 nodes, about a million directed edges
+LARGE_GRAPH = "synthetic:nodes=50000,degree=22"
+
+
+def bench_tiling() -> tuple[dict, list[str]]:
+    """Graphs larger than the SAE's buffer, in column windows (docs/tiling.md): a
+    50,000-node graph for one epoch on the default and ecp5 chips, with and without
+    rcm node order, against the same graph untiled on a default chip whose buffer holds
+    it; and Cora on tiny (2,048 rows) against tiny with a buffer that holds Cora. The
+    weights must equal golden fixed16's every time."""
+    big = load_dataset(LARGE_GRAPH)
+    cora = _cora()
+    default, tiny = CHIP_PRESETS["default"], CHIP_PRESETS["tiny"]
+    cases = [  # (label, dataset, epochs, chip name, chip, reorder)
+        ("large, default", big, 1, "default", default, "none"),
+        ("large, default, rcm", big, 1, "default", default, "rcm"),
+        ("large, ecp5", big, 1, "ecp5", CHIP_PRESETS["ecp5"], "none"),
+        ("large, untiled", big, 1, "default-64k",
+         dataclasses.replace(default, sae=dataclasses.replace(default.sae, max_nodes=65536)),
+         "none"),
+        ("cora, tiny", cora, 2, "tiny", tiny, "none"),
+        ("cora, tiny, rcm", cora, 2, "tiny", tiny, "rcm"),
+        ("cora, untiled", cora, 2, "tiny-4k",
+         dataclasses.replace(tiny, sae=dataclasses.replace(tiny.sae, max_nodes=4096)),
+         "none"),
+    ]
+    golden = {}
+    runs, rows = {}, [f"Column windows: the {LARGE_GRAPH} graph ({big.num_nodes:,} nodes, "
+                      f"{big.edge_index.shape[1]:,} directed edges) and Cora, last epoch"]
+    rows.append(f"  {'run':<20} {'buffer':>6} {'cycles/epoch':>12} {'wall s':>7} "
+                f"{'loads':>6} {'rows loaded':>11} {'x N':>5}  weights")
+    for label, ds, epochs, chip_name, chip, reorder in cases:
+        _log(f"tiling: {label} ({epochs} epoch{'s' if epochs > 1 else ''})")
+        key = (ds.name, reorder, epochs)
+        if key not in golden:
+            golden[key] = train(ds, GCNConfig(epochs=epochs), precision="fixed16",
+                                reorder=reorder)["weights_sha256"]
+        r = _train_rtl(ds, epochs, chip_name, chip, reorder=reorder)
+        if r["weights_sha256"] != golden[key]:
+            raise RuntimeError(f"{label}: the weights differ from golden fixed16's")
+        per_epoch = epochs  # loads are counted over the run: per epoch on average
+        runs[label] = dict(chip=chip_name, reorder=reorder, nodes=ds.num_nodes,
+                           buffer_rows=chip.sae.max_nodes, epochs=epochs,
+                           epoch_cycles=r["epoch_cycles"][-1],
+                           epoch_seconds=r["epoch_seconds_median"],
+                           buffer_loads=r["buffer_loads"] / per_epoch,
+                           buffer_rows_loaded=r["buffer_rows_loaded"] / per_epoch,
+                           weights_sha256=r["weights_sha256"])
+        x = runs[label]
+        rows.append(f"  {label:<20} {x['buffer_rows']:>6} {x['epoch_cycles']:>12,} "
+                    f"{x['epoch_seconds']:>7.2f} {x['buffer_loads']:>6.0f} "
+                    f"{x['buffer_rows_loaded']:>11,.0f} "
+                    f"{x['buffer_rows_loaded'] / ds.num_nodes:>5.1f}  = golden")
+    large, untiled = runs["large, default"], runs["large, untiled"]
+    keys = dict(tiling_runs=runs,
+                tiling_large_graph=LARGE_GRAPH,
+                tiling_overhead_large=large["epoch_cycles"] / untiled["epoch_cycles"] - 1,
+                tiling_overhead_cora_tiny=(runs["cora, tiny"]["epoch_cycles"]
+                                           / runs["cora, untiled"]["epoch_cycles"] - 1),
+                tiling_rcm_rows_loaded_saved_large=1 - (
+                    runs["large, default, rcm"]["buffer_rows_loaded"]
+                    / large["buffer_rows_loaded"]),
+                tiling_rcm_rows_loaded_saved_cora_tiny=1 - (
+                    runs["cora, tiny, rcm"]["buffer_rows_loaded"]
+                    / runs["cora, tiny"]["buffer_rows_loaded"]))
+    rows.append(f"  tiling overhead against a buffer that holds the graph: large "
+                f"{keys['tiling_overhead_large']:+.1%}, Cora on tiny "
+                f"{keys['tiling_overhead_cora_tiny']:+.1%} (cycles per epoch)")
+    rows.append(f"  rcm node order: rows of X loaded "
+                f"{keys['tiling_rcm_rows_loaded_saved_large']:.1%} fewer on the large graph, "
+                f"{keys['tiling_rcm_rows_loaded_saved_cora_tiny']:.1%} on Cora (tiny)")
+    return keys, rows
+
+
 def bench_presets() -> tuple[dict, list[str]]:
     """A Cora epoch on every chip preset (a preset that cannot hold Cora says why)."""
     from mixgcn.host.chip_driver import plan_training
@@ -679,7 +753,8 @@ def bench_boards():
 
 
 SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": bench_rtl,
-            "presets": bench_presets, "memory": bench_memory, "comm": bench_comm,
+            "presets": bench_presets, "memory": bench_memory, "tiling": bench_tiling,
+            "comm": bench_comm,
             "mop_rtl": bench_mop_rtl,
             "fabric": bench_fabric, "boards": bench_boards}
 # sections run only when named with --only (make bench-boards): an hour or more

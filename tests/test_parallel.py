@@ -246,3 +246,15 @@ def test_two_mpi_ranks_equal_in_process_in_rtl(tmp_path, cora_dir):
     for key in ("weights_sha256", "cycles", "cycles_per_chip", "bytes_per_chip",
                 "memory_per_chip"):
         assert mpi[key] == here[key], key
+
+
+@pytest.mark.sim
+def test_cora_on_two_tiny_chips_in_column_windows_equals_golden(tmp_path, cora_dir):
+    # tiny's buffer holds 2,048 of Cora's 2,708 rows (test_tiling: Cora's Â runs in
+    # windows): every chip's SpMMs run in column windows, under MoP and partitions
+    args = ["--dataset", "cora", "--data-dir", str(cora_dir), "--epochs", "2", "--seed", "0"]
+    golden = _cli(tmp_path, "golden", *args, "--precision", "fixed16")
+    for parallelism in ("mop", "partition"):
+        rtl = _cli(tmp_path, parallelism, *args, "--backend", "rtl", "--chip", "tiny",
+                   "--chips", "2", "--parallelism", parallelism)
+        assert rtl["weights_sha256"] == golden["weights_sha256"], parallelism

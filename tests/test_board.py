@@ -330,4 +330,6 @@ def test_the_ecp5_board_top_synthesises(tmp_path):
     assert r.returncode == 0, (tmp_path / "top.rpt").read_text()[-2000:]
     cells = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["cells"]
     kinds = [c["type"] for c in cells.values()]
-    assert kinds.count("MULT18X18D") == 80 and kinds.count("DP16KD") == 156
+    # 156 block RAMs for the feature buffer and FIFOs, 22 for the SAE's partial sums
+    # (1,024 rows x 8 lanes x 48 bits: 11 blocks of 36 bits wide, two of 512 rows deep)
+    assert kinds.count("MULT18X18D") == 80 and kinds.count("DP16KD") == 178

@@ -24,6 +24,7 @@ from mixgcn.golden.backend import GoldenBackend, NumberFormat, Stage
 from mixgcn.hdl.chip import Unit
 from mixgcn.host.chip_driver import ChipBackend
 from mixgcn.host.device import DeviceError
+from mixgcn.host.tiling import plan_windows
 from mixgcn.sim.chip.control import HarnessControl, InSimulatorChip
 
 # the configurations the tests run: the tiny preset, and one with every buffer at its
@@ -143,6 +144,23 @@ def check_kernels(chip: ChipBackend, rng, tag):
     got, _ = chip.run_spmm(s, x, Stage(20))
     chip.follow = True
     same(got.rows, GOLDEN.spmm(s, x, Stage(20)).rows, f"{tag} spmm without follow")
+
+    # S wider than the buffer: column windows, each row's sum kept between them and
+    # rounded once — alone (two passes, masked) and feeding a GEMM through the exchange
+    kw = CONFIG.sae.max_nodes + 57
+    sw = sparse(rng, n, kw, density=0.3)
+    assert plan_windows(sw, buffer_rows=CONFIG.sae.max_nodes,
+                        partial_rows=CONFIG.sae.partial_rows).tiled
+    xw = values(rng, (kw, L + 1))
+    stage = Stage(21, True, rng.random((n, L + 1)) < 0.6)
+    got, _ = chip.run_spmm(sw, xw, stage)
+    same_result(got, GOLDEN.spmm(sw, xw, stage), f"{tag} spmm in column windows")
+    xf, w = values(rng, (kw, L - 1)), values(rng, (L - 1, C))
+    stages = (Stage(21, True), Stage(9))
+    pair, _ = chip.run_spmm_gemm(sw, xf, "xw", w, stages)
+    want = GOLDEN.spmm_gemm(sw, xf, "xw", w, stages)
+    same_result(pair.first, want.first, f"{tag} fused spmm in column windows")
+    same_result(pair.second, want.second, f"{tag} gemm fed by column windows")
 
 
 @cocotb.test()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["normalized_adjacency"]
+__all__ = ["metis_parts", "normalized_adjacency"]
 
 
 def normalized_adjacency(
@@ -38,3 +38,31 @@ def normalized_adjacency(
     a = sp.csr_array(sp.diags_array(d) @ a @ sp.diags_array(d))
     a.sort_indices()
     return a.astype(dtype)
+
+
+def metis_parts(a: sp.csr_array, parts: int) -> np.ndarray:
+    """The part (0 .. parts-1) METIS (``pymetis``) puts each node of the graph ``a`` in,
+    with few edges between parts; every part gets at least one node. A fixed seed: the
+    same parts on every run and every MPI rank."""
+    if parts == 1:
+        return np.zeros(a.shape[0], dtype=np.int64)
+    try:
+        import pymetis
+    except ImportError:
+        raise ValueError("METIS (--partitioner metis, --reorder metis) needs pymetis, "
+                         "which is not installed (pip install 'mixgcn[parallel]')") from None
+    g = sp.csr_array(a + a.T)  # METIS wants a symmetric graph without self loops
+    g.setdiag(0)
+    g.eliminate_zeros()
+    graph = pymetis.CSRAdjacency(adj_starts=g.indptr.astype(np.int64),
+                                 adjacent=g.indices.astype(np.int64))
+    # a fixed seed: the same partition on every run and every MPI rank
+    _, membership = pymetis.part_graph(parts, graph, options=pymetis.Options(seed=0))
+    owner = np.asarray(membership, dtype=np.int64)
+    # METIS may leave a part empty on tiny or disconnected graphs: refill it from the
+    # largest one, so every part has a node
+    for p in range(parts):
+        if not np.any(owner == p):
+            big = np.bincount(owner, minlength=parts).argmax()
+            owner[np.flatnonzero(owner == big)[-1]] = p
+    return owner

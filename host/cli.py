@@ -69,7 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=d.seed)
     t.add_argument("--reorder", default="none", choices=ORDERINGS,
                    help="renumber the nodes first: rcm = reverse Cuthill-McKee, so an "
-                        "SpMM can trail its input rows closely (default: none)")
+                        "SpMM can trail its input rows closely; metis = part by part of a "
+                        "METIS partition, so column windows load fewer rows (needs "
+                        "pymetis; default: none)")
     t.add_argument("--chips", type=int, default=1,
                    help="chips to share the kernels among (default 1); under mpiexec, one "
                         "per rank: -n must equal --chips")

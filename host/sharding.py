@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from mixgcn.golden.graph import metis_parts
+
 __all__ = ["PARALLELISMS", "PARTITIONERS", "Layout", "NodePartition", "column_slices",
            "transfer"]
 
@@ -79,7 +81,7 @@ class NodePartition:
         elif method == "cyclic":  # node r on chip r mod P: the fabric's row order
             owner = np.arange(n) % parts
         elif method == "metis":
-            owner = _metis(a, parts)
+            owner = metis_parts(a, parts)
         else:
             raise ValueError(f"unknown partitioner {method!r}: expected one of "
                              f"{PARTITIONERS}")
@@ -105,30 +107,6 @@ def check_parts(parts, available: int, what: str) -> None:
                          f"least one (use at most {available} chips)")
 
 
-def _metis(a: sp.csr_array, parts: int) -> np.ndarray:
-    if parts == 1:
-        return np.zeros(a.shape[0], dtype=np.int64)
-    try:
-        import pymetis
-    except ImportError:
-        raise ValueError("--partitioner metis needs pymetis, which is not installed "
-                         "(pip install 'mixgcn[parallel]', or use --partitioner "
-                         "contiguous)") from None
-    g = sp.csr_array(a + a.T)  # METIS wants a symmetric graph without self loops
-    g.setdiag(0)
-    g.eliminate_zeros()
-    graph = pymetis.CSRAdjacency(adj_starts=g.indptr.astype(np.int64),
-                                 adjacent=g.indices.astype(np.int64))
-    # a fixed seed: the same partition on every run and every MPI rank
-    _, membership = pymetis.part_graph(parts, graph, options=pymetis.Options(seed=0))
-    owner = np.asarray(membership, dtype=np.int64)
-    # METIS may leave a part empty on tiny or disconnected graphs: refill it from the
-    # largest one, so every chip owns at least one node
-    for p in range(parts):
-        if not np.any(owner == p):
-            big = np.bincount(owner, minlength=parts).argmax()
-            owner[np.flatnonzero(owner == big)[-1]] = p
-    return owner
 
 
 def transfer(have: Layout, need: Layout, shape: tuple[int, int],

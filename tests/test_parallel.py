@@ -166,7 +166,8 @@ def test_bad_parallel_options_are_refused(args, message):
 
 def test_metis_without_pymetis_is_refused(monkeypatch):
     monkeypatch.setitem(sys.modules, "pymetis", None)  # import fails
-    with pytest.raises(SystemExit, match="--partitioner metis needs pymetis"):
+    with pytest.raises(SystemExit,
+                       match=r"METIS \(--partitioner metis, --reorder metis\) needs pymetis"):
         main(["train", "--quiet", "--epochs", "1", "--precision", "fixed16", "--chips", "2",
               "--parallelism", "partition", "--partitioner", "metis"])
 

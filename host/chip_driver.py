@@ -97,6 +97,7 @@ class Batch:
     def __init__(self, backend: ChipBackend):
         self.backend, self.top = backend, 0
         self.loads = self.rows_loaded = 0  # the SAE's buffer loads and the rows they load
+        self.first_rows_out = 0  # the index in descs of the first SPMM whose rows leave
         self.writes: list[tuple[int, np.ndarray]] = []
         self.descs: list[int] = []
 
@@ -270,7 +271,13 @@ class ChipBackend:
         a_out, passes = self._spmm(b, s, x, stages[0], to_xchg=True, to_mem=keep,
                                    follow=self.follow)
         n = s.shape[0] if rows is None else rows
+        spmm_descs, b.descs = b.descs, []
         where = self._gemm(b, form, (n, x.shape[1]), w, stages[1], from_xchg=True)
+        # the GEMM issues right after the first SPMM that sends rows (descriptors issue
+        # in order): in column windows, the SPMMs after it wait for it to finish, and it
+        # waits for the GEMM to take its rows
+        cut = b.first_rows_out + 1
+        b.descs = spmm_descs[:cut] + b.descs + spmm_descs[cut:]
         across = " across the fabric" if fabric is not None else ""
         res = self._execute(b, f"SpMM→GEMM {form} {s.shape[0]} rows{across}", fabric)
         a = self._gather(a_out, passes, s.shape[0], x.shape[1]) if keep else None
@@ -499,6 +506,8 @@ class ChipBackend:
         b.rows_loaded += sum(d["rows"] for d in loads)
         for d in loads[:2] + [d for i in range(len(spmms))
                               for d in (spmms[i], *loads[i + 2:i + 3])]:
+            if d["unit"] == Unit.SPMM and (d["to_mem"] or d["to_xchg"]) and not b.first_rows_out:
+                b.first_rows_out = len(b.descs)
             b.desc(**d)
         return out, passes
 

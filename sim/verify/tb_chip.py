@@ -28,10 +28,12 @@ from mixgcn.host.tiling import plan_windows
 from mixgcn.sim.chip.control import HarnessControl, InSimulatorChip
 
 # the configurations the tests run: the tiny preset, and one with every buffer at its
-# smallest (one-row pipeline FIFO, one queued descriptor, two-word readers, E = 1)
+# smallest (one-row pipeline FIFO, one queued descriptor, two-word readers, E = 1,
+# 16 rows of partial sums: an SpMM in column windows has several blocks)
 SIM_CONFIGS = {
     "tiny": CHIP_PRESETS["tiny"],
-    "shallow": ChipConfig(sae=SAEConfig(lanes=3, edges=1, max_nodes=256, out_fifo_depth=1),
+    "shallow": ChipConfig(sae=SAEConfig(lanes=3, edges=1, max_nodes=256, partial_rows=16,
+                                        out_fifo_depth=1),
                           dce=DCEConfig(rows=3, cols=3, max_k=64, max_rows=1024,
                                         out_fifo_depth=2),
                           pipeline_depth=1, desc_depth=1, addr_width=14, reader_depth=2),

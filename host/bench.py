@@ -394,9 +394,9 @@ LARGE_GRAPH = "synthetic:nodes=50000,degree=22"
 def bench_tiling() -> tuple[dict, list[str]]:
     """Graphs larger than the SAE's buffer, in column windows (docs/tiling.md): a
     50,000-node graph for one epoch on the default and ecp5 chips, in three node orders
-    (none, rcm, metis), against the same graph untiled on a default chip whose buffer holds
-    it; and Cora on tiny (2,048 rows) against tiny with a buffer that holds Cora. The
-    weights must equal golden fixed16's every time."""
+    (none, rcm, metis) and on 4 default chips (MoP), against the same graph untiled on a
+    default chip whose buffer holds it; and Cora on tiny (2,048 rows) against tiny with
+    a buffer that holds Cora. The weights must equal golden fixed16's every time."""
     big = load_dataset(LARGE_GRAPH)
     cora = _cora()
     default, tiny = CHIP_PRESETS["default"], CHIP_PRESETS["tiny"]
@@ -442,6 +442,36 @@ def bench_tiling() -> tuple[dict, list[str]]:
                     f"{x['epoch_seconds']:>7.2f} {x['buffer_loads']:>6.0f} "
                     f"{x['buffer_rows_loaded']:>11,.0f} "
                     f"{x['buffer_rows_loaded'] / ds.num_nodes:>5.1f}  = golden")
+    # Mixture of Parallelism on 4 default chips: each aggregates its feature columns of
+    # all 50,000 rows, in column windows
+    from mixgcn.host.backends import open_chips
+    from mixgcn.host.comm import InProcess
+    from mixgcn.host.train import Parallel
+
+    _log("tiling: large, 4 chips MoP (1 epoch)")
+    chips = open_chips("rtl", 4, chip=default, chip_name="default",
+                       on_build=lambda: _log("building the default chip (once)"))
+    try:
+        r = train(big, GCNConfig(epochs=1), "fixed16", InProcess(chips.backends, owned=False),
+                  parallel=Parallel(4, "mop"))
+    finally:
+        chips.close()
+    if r["weights_sha256"] != golden[(big.name, "none", 1)]:
+        raise RuntimeError("large, 4 chips MoP: the weights differ from golden fixed16's")
+    runs["large, 4 chips MoP"] = dict(chip="default", chips=4, reorder="none",
+                                      nodes=big.num_nodes, buffer_rows=default.sae.max_nodes,
+                                      epochs=1, epoch_cycles=r["epoch_cycles"][-1],
+                                      epoch_seconds=r["epoch_seconds_median"],
+                                      buffer_loads=r["buffer_loads"],
+                                      buffer_rows_loaded=r["buffer_rows_loaded"],
+                                      cycles_per_chip=r["cycles_per_chip"],
+                                      weights_sha256=r["weights_sha256"])
+    x = runs["large, 4 chips MoP"]
+    rows.append(f"  {'large, 4 chips MoP':<20} {x['buffer_rows']:>6} {x['epoch_cycles']:>12,} "
+                f"{x['epoch_seconds']:>7.2f} {x['buffer_loads']:>6.0f} "
+                f"{x['buffer_rows_loaded']:>11,.0f} "
+                f"{x['buffer_rows_loaded'] / big.num_nodes:>5.1f}  = golden "
+                "(loads: all 4 chips)")
     large, untiled = runs["large, default"], runs["large, untiled"]
     keys = dict(tiling_runs=runs,
                 tiling_large_graph=LARGE_GRAPH,

@@ -418,7 +418,7 @@ def bench_tiling() -> tuple[dict, list[str]]:
     golden = {}
     runs, rows = {}, [f"Column windows: the {LARGE_GRAPH} graph ({big.num_nodes:,} nodes, "
                       f"{big.edge_index.shape[1]:,} directed edges) and Cora, last epoch"]
-    rows.append(f"  {'run':<20} {'buffer':>6} {'cycles/epoch':>12} {'wall s':>7} "
+    rows.append(f"  {'run':<22} {'buffer':>6} {'cycles/epoch':>12} {'wall s':>7} "
                 f"{'loads':>6} {'rows loaded':>11} {'x N':>5}  weights")
     for label, ds, epochs, chip_name, chip, reorder in cases:
         _log(f"tiling: {label} ({epochs} epoch{'s' if epochs > 1 else ''})")
@@ -438,7 +438,7 @@ def bench_tiling() -> tuple[dict, list[str]]:
                            buffer_rows_loaded=r["buffer_rows_loaded"] / per_epoch,
                            weights_sha256=r["weights_sha256"])
         x = runs[label]
-        rows.append(f"  {label:<20} {x['buffer_rows']:>6} {x['epoch_cycles']:>12,} "
+        rows.append(f"  {label:<22} {x['buffer_rows']:>6} {x['epoch_cycles']:>12,} "
                     f"{x['epoch_seconds']:>7.2f} {x['buffer_loads']:>6.0f} "
                     f"{x['buffer_rows_loaded']:>11,.0f} "
                     f"{x['buffer_rows_loaded'] / ds.num_nodes:>5.1f}  = golden")
@@ -467,7 +467,7 @@ def bench_tiling() -> tuple[dict, list[str]]:
                                       cycles_per_chip=r["cycles_per_chip"],
                                       weights_sha256=r["weights_sha256"])
     x = runs["large, 4 chips MoP"]
-    rows.append(f"  {'large, 4 chips MoP':<20} {x['buffer_rows']:>6} {x['epoch_cycles']:>12,} "
+    rows.append(f"  {'large, 4 chips MoP':<22} {x['buffer_rows']:>6} {x['epoch_cycles']:>12,} "
                 f"{x['epoch_seconds']:>7.2f} {x['buffer_loads']:>6.0f} "
                 f"{x['buffer_rows_loaded']:>11,.0f} "
                 f"{x['buffer_rows_loaded'] / big.num_nodes:>5.1f}  = golden "

@@ -26,8 +26,12 @@ from mixgcn.sim.chip.process import check_route
 TINY = CHIP_PRESETS["tiny"]  # 4 lanes: hidden and class widths up to 4 cross as one word
 
 
+# each system's tests run on one test worker (xdist_group): it builds and starts that
+# system once, while the other worker goes on with other tests
 @pytest.fixture(scope="module", params=[
-    pytest.param((2, "serial"), id="P2-serial"), pytest.param((3, "crossbar"), id="P3-crossbar"),
+    pytest.param((2, "serial"), id="P2-serial", marks=pytest.mark.xdist_group("P2-serial")),
+    pytest.param((3, "crossbar"), id="P3-crossbar",
+                 marks=pytest.mark.xdist_group("P3-crossbar")),
     pytest.param((4, "serial"), id="P4-serial", marks=pytest.mark.slow)])
 def system(request):
     P, kind = request.param

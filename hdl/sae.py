@@ -142,9 +142,9 @@ class FeatureLoader(wiring.Component):
 class Gather(wiring.Signature):
     """The buffer reads of the edge pipelines, seen from the pipelines: ``addr[e]`` (a
     row of a bank) out, the row of each bank, ``data[bank][e]``, back one cycle later.
-    Each bank is a memory of its own, so no multiplexer stands between a block RAM's
-    output and the register that takes it: the pipeline registers both banks' rows and
-    chooses after."""
+    Each bank (each lane of it) is a memory of its own, so no multiplexer stands between
+    a block RAM's output and the register that takes it: the pipeline registers both
+    banks' rows and chooses after."""
 
     def __init__(self, c: SAEConfig, x_layout):
         aw = max(1, (c.max_nodes - 1).bit_length())
@@ -385,25 +385,30 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         m = Module()
         m.submodules.out = path = self.path
         wiring.connect(m, path.o, wiring.flipped(self.out))
-        # feature buffer: a memory per bank, each with one read port per pipeline (on an
-        # FPGA, synthesis makes a block-RAM replica per port)
-        banks = [memory.Memory(shape=self.x_layout, depth=c.max_nodes, init=[])
-                 for _ in range(2)]
+        # feature buffer: a memory per bank and lane, each with one read port per
+        # pipeline (on an FPGA, synthesis makes a block-RAM replica per port). Why one a
+        # lane: a memory as narrow as a lane is deep enough to fill whole block RAMs side
+        # by side (ECP5: 4,096 x 4 bits each), while a row-wide one was cut into blocks of
+        # fewer rows, joined by a multiplexer right after the block RAM's slow output
+        banks = [[memory.Memory(shape=signed(c.width), depth=c.max_nodes, init=[])
+                  for _ in range(c.lanes)] for _ in range(2)]
         m.submodules.loader = loader = self.loader
         m.submodules.pipe = pipe = self.pipe
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
         wiring.connect(m, wiring.flipped(self.x), loader.x)
         wiring.connect(m, wiring.flipped(self.csr), pipe.csr)
         wiring.connect(m, wiring.flipped(self.mask), pipe.mask)
-        for b, buf in enumerate(banks):
-            m.submodules[f"xbuf{b}"] = buf
-            w = buf.write_port()
-            m.d.comb += [w.addr.eq(loader.write.addr), w.data.eq(loader.write.data),
-                         w.en.eq(loader.write.en & (loader.fill_bank == b))]
-            for e in range(c.edges):
-                port = buf.read_port()
-                m.d.comb += [port.addr.eq(pipe.gather.addr[e]),
-                             pipe.gather.data[b][e].eq(port.data)]
+        for b, lanes in enumerate(banks):
+            for lane, buf in enumerate(lanes):
+                m.submodules[f"xbuf{b}_{lane}"] = buf
+                w = buf.write_port()
+                m.d.comb += [w.addr.eq(loader.write.addr),
+                             w.data.eq(loader.write.data[lane]),
+                             w.en.eq(loader.write.en & (loader.fill_bank == b))]
+                for e in range(c.edges):
+                    port = buf.read_port()
+                    m.d.comb += [port.addr.eq(pipe.gather.addr[e]),
+                                 pipe.gather.data[b][e][lane].eq(port.data)]
 
         busy, bank, rows_left = Signal(), Signal(), Signal.like(self.cmd.payload.rows)
         # no row / one row left to take: registers, as they steer the pipeline's

@@ -330,6 +330,7 @@ def test_the_ecp5_board_top_synthesises(tmp_path):
     assert r.returncode == 0, (tmp_path / "top.rpt").read_text()[-2000:]
     cells = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["cells"]
     kinds = [c["type"] for c in cells.values()]
-    # 156 block RAMs for the feature buffer and FIFOs, 22 for the SAE's partial sums
-    # (1,024 rows x 8 lanes x 48 bits: 11 blocks of 36 bits wide, two of 512 rows deep)
-    assert kinds.count("MULT18X18D") == 80 and kinds.count("DP16KD") == 178
+    # 128 block RAMs for the feature buffer (2 banks x 2 read replicas x 8 lanes x 4
+    # blocks of 4,096 x 4 bits), 36 for the FIFOs and memories, 22 for the SAE's partial
+    # sums (1,024 rows x 8 lanes x 48 bits: 22 blocks of 1,024 x 18 bits side by side)
+    assert kinds.count("MULT18X18D") == 80 and kinds.count("DP16KD") == 186

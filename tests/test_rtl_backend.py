@@ -121,7 +121,9 @@ def test_sparse_features_aggregated_first(tmp_path):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("chip", ["default", "ecp5", "tiny"])
+# Cora on one default chip is also test_parallel's P = 1 case: here in the slow tier
+@pytest.mark.parametrize("chip", [pytest.param("default", marks=pytest.mark.slow),
+                                  "ecp5", "tiny"])
 def test_cora_matches_golden(tmp_path, cora_dir, chip):
     # tiny's buffer holds 2,048 rows of Cora's 2,708: its SpMMs run in column windows
     args = ["--dataset", "cora", "--data-dir", str(cora_dir), "--epochs", "2", "--seed", "0"]

@@ -45,6 +45,7 @@ _PARTS = "tests/test_hdl_components.py"
 _FORMAL = "tests/test_formal.py::test_proof"
 _FABRIC = "tests/test_fabric.py"
 _MEMORY = "tests/test_chip_cocotb.py::test_memory_model_cocotb"
+_UART = "tests/test_link.py::test_uart_cocotb[16]"
 
 MUTANTS = [
     Mutant("rounding", "hdl/output_stage.py",
@@ -258,6 +259,14 @@ MUTANTS = [
     Mutant("memory-credit", "sim/chip/mixgcn_memory.v",
            "if (avail >= cost) begin", "if (avail + 64 >= cost) begin",
            (_MEMORY,), "the memory moves words it has not earned the bandwidth for"),
+    Mutant("uart-rx-middle", "hdl/uart.py", "timer.eq(d // 2 - 1)", "timer.eq(0)", (_UART,),
+           "the receiver samples each bit at its start, not its middle"),
+    Mutant("uart-rx-overrun", "hdl/uart.py",
+           "with m.If(self.bytes.valid & ~self.bytes.ready):",
+           "with m.If(self.bytes.valid & ~self.bytes.ready & 0):", (_UART,),
+           "a byte that completes while the last one waits overwrites it, unreported"),
+    Mutant("uart-tx-gap", "hdl/uart.py", "((left == 1) & (timer == 0))", "0", (_UART,),
+           "the transmitter idles a bit between back-to-back bytes"),
 ]
 
 

@@ -43,11 +43,21 @@ def test_bad_divisors_are_refused(divisor):
 
 
 @pytest.mark.sim
-def test_uart_verilog_lints_clean(tmp_path):
-    from mixgcn.gen.verilog import LINT_WAIVERS, lint
-    from mixgcn.sim.verify import tb_uart
+@pytest.mark.parametrize("bench", ["tb_uart", "tb_frames"])
+def test_link_verilog_lints_clean(bench, tmp_path):
+    import importlib
 
-    path = tmp_path / "uart.v"
-    path.write_text(tb_uart.verilog(13))
-    r = lint(path, tb_uart.TOP, LINT_WAIVERS)
+    from mixgcn.gen.verilog import LINT_WAIVERS, lint
+
+    tb = importlib.import_module(f"mixgcn.sim.verify.{bench}")
+    path = tmp_path / "link.v"
+    path.write_text(tb.verilog(13) if bench == "tb_uart" else tb.verilog())
+    r = lint(path, tb.TOP, LINT_WAIVERS)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.sim
+def test_frames_cocotb():
+    from mixgcn.sim.verify import tb_frames
+
+    run_cocotb(tb_frames.verilog(), tb_frames.TOP, "mixgcn.sim.verify.tb_frames")

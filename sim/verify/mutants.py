@@ -46,6 +46,7 @@ _FORMAL = "tests/test_formal.py::test_proof"
 _FABRIC = "tests/test_fabric.py"
 _MEMORY = "tests/test_chip_cocotb.py::test_memory_model_cocotb"
 _UART = "tests/test_link.py::test_uart_cocotb[16]"
+_FRAMES = "tests/test_link.py::test_frames_cocotb"
 
 MUTANTS = [
     Mutant("rounding", "hdl/output_stage.py",
@@ -267,6 +268,16 @@ MUTANTS = [
            "a byte that completes while the last one waits overwrites it, unreported"),
     Mutant("uart-tx-gap", "hdl/uart.py", "((left == 1) & (timer == 0))", "0", (_UART,),
            "the transmitter idles a bit between back-to-back bytes"),
+    Mutant("frames-crc", "hdl/frames.py", "with m.If(Cat(crc_low, byte) != crc):",
+           "with m.If(0):",
+           (_FRAMES,), "a request whose CRC is wrong is delivered"),
+    Mutant("frames-check", "hdl/frames.py",
+           "with m.If((byte != crc[:8]) | (head.length > self.max_payload)):",
+           "with m.If(head.length > self.max_payload):", (_FRAMES,),
+           "a request whose header check is wrong is taken on"),
+    Mutant("frames-crc-order", "hdl/frames.py", 'emit(crc[:8], "crc1", crc_it=False)',
+           'emit(crc[8:], "crc1", crc_it=False)', (_FRAMES,),
+           "an answer's CRC goes out high byte first"),
 ]
 
 

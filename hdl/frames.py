@@ -26,9 +26,9 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["MAX_PAYLOAD", "REQUEST_SYNC", "RESPONSE_SYNC", "FrameError", "FrameReceiver",
            "FrameTransmitter", "RequestHeader", "ResponseHeader", "crc16_step"]
 
-# docs/link.md (the host's end, host/link.py, has the same numbers)
+# docs/link.md; the host's end (host/link.py) takes them from here
 REQUEST_SYNC, RESPONSE_SYNC = 0x5A, 0xA5
-MAX_PAYLOAD = 4096
+MAX_PAYLOAD = 4096  # bytes: the receiver holds a whole payload until its CRC is checked
 
 
 class FrameError(enum.Enum, shape=2):

@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mixgcn.hdl.frames import MAX_PAYLOAD, REQUEST_SYNC, RESPONSE_SYNC
+
 __all__ = ["MAX_PAYLOAD", "REQUEST_SYNC", "RESPONSE_SYNC", "Frame", "FrameError",
            "FrameReader", "Link", "LinkError", "Op", "Status", "crc16", "encode"]
 
-REQUEST_SYNC, RESPONSE_SYNC = 0x5A, 0xA5
-MAX_PAYLOAD = 4096  # bytes: a board buffers a whole frame before it acts on it
+# the board's end (hdl/frames.py) defines the frame's constants: one place for both ends
 _HEADER = struct.Struct("<BBBHB")  # sync, seq, kind, length, check
 
 

@@ -316,6 +316,10 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         a, b, mask = (input_buffer(m, name, getattr(self, name)) for name in ("a", "b", "mask"))
 
         op, rows_left, k = Signal(DCEOp), Signal(32), Signal(range(c.max_k + 1))
+        # no row / one row left: registers beside the count, as they steer the operands'
+        # handshakes (a 32-bit comparison in front of the B buffer's ready was the
+        # slowest path of the ecp5 chip on the ULX3S)
+        none_left, one_left = Signal(), Signal()
         mcols, drain_row = Signal(range(C + 1)), Signal(range(R + 1))
         base = Signal(range(c.max_k + R + 1))  # the first reduction index of this chunk
         chunk = Signal(range(c.weight_depth + 1))
@@ -325,7 +329,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         need_mask = path.mask_en & last_chunk
         inputs_ok = a.valid & (~need_mask | mask.valid)
         self._datapath(m, path, store, array, a=a, b=b, mask=mask, op=op, k=k, mcols=mcols,
-                       base=base, chunk=chunk, drain_row=drain_row, last=rows_left == 1)
+                       base=base, chunk=chunk, drain_row=drain_row, last=one_left)
         want, moved, blocked = Signal(), Signal(), Signal()
         with m.FSM():
             with m.State("IDLE"):
@@ -333,6 +337,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                 m.d.comb += [self.cmd.ready.eq(1), self.idle.eq(array.empty)]
                 with m.If(self.cmd.valid):
                     m.d.sync += [op.eq(p.op), rows_left.eq(p.rows), k.eq(p.k), mcols.eq(p.m),
+                                 none_left.eq(p.rows == 0), one_left.eq(p.rows == 1),
                                  path.shift.eq(p.shift), path.relu.eq(p.relu),
                                  path.mask_en.eq(p.mask & (p.op != DCEOp.XTG)),
                                  base.eq(0), chunk.eq(0), drain_row.eq(0),
@@ -358,19 +363,22 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                                  last_chunk.eq(Mux(last_chunk, k <= R, base + 2 * R >= k)),
                                  chunk.eq(Mux(last_chunk, 0, chunk + 1)),
                                  rows_left.eq(rows_left - last_chunk)]
-                    with m.If(last_chunk & (rows_left == 1)):
+                    with m.If(last_chunk):
+                        m.d.sync += [none_left.eq(one_left), one_left.eq(rows_left == 2)]
+                    with m.If(last_chunk & one_left):
                         m.next = "FLUSH"
-                with m.If(rows_left == 0):
+                with m.If(none_left):
                     m.next = "FLUSH"
             with m.State("REDUCE"):
-                m.d.comb += want.eq(rows_left != 0)
-                with m.If(rows_left == 0):
+                m.d.comb += want.eq(~none_left)
+                with m.If(none_left):
                     with m.If(array.empty):
                         m.next = "DRAIN"
                 with m.Elif(a.valid & b.valid):
                     m.d.comb += [array.accept.eq(1), moved.eq(1), a.ready.eq(1),
                                  b.ready.eq(1)]
-                    m.d.sync += rows_left.eq(rows_left - 1)
+                    m.d.sync += [rows_left.eq(rows_left - 1), none_left.eq(one_left),
+                                 one_left.eq(rows_left == 2)]
             with m.State("DRAIN"):
                 m.d.comb += [want.eq(1), blocked.eq(~path.credit)]
                 with m.If(path.credit):

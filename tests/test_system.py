@@ -26,8 +26,8 @@ from mixgcn.sim.chip.process import check_route
 TINY = CHIP_PRESETS["tiny"]  # 4 lanes: hidden and class widths up to 4 cross as one word
 
 
-# each system's tests run on one test worker (xdist_group): it builds and starts that
-# system once, while the other worker goes on with other tests
+# each system's tests run on one test worker (xdist_group), so two workers never build
+# (or wait for) the same system at once
 @pytest.fixture(scope="module", params=[
     pytest.param((2, "serial"), id="P2-serial", marks=pytest.mark.xdist_group("P2-serial")),
     pytest.param((3, "crossbar"), id="P3-crossbar",

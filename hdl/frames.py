@@ -23,12 +23,40 @@ from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["MAX_PAYLOAD", "REQUEST_SYNC", "RESPONSE_SYNC", "FrameError", "FrameReceiver",
-           "FrameTransmitter", "RequestHeader", "ResponseHeader", "crc16_step"]
+__all__ = [
+    "MAX_PAYLOAD",
+    "REQUEST_SYNC",
+    "RESPONSE_SYNC",
+    "FrameError",
+    "FrameReceiver",
+    "FrameTransmitter",
+    "Op",
+    "RequestHeader",
+    "ResponseHeader",
+    "Status",
+    "crc16_step",
+]
 
 # docs/link.md; the host's end (host/link.py) takes them from here
 REQUEST_SYNC, RESPONSE_SYNC = 0x5A, 0xA5
 MAX_PAYLOAD = 4096  # bytes: the receiver holds a whole payload until its CRC is checked
+
+
+class Op(enum.IntEnum):
+    """What a request asks (its ``kind``)."""
+    WRITE = 1   # payload: word address (4 bytes), then the words to write there
+    READ = 2    # payload: word address (4 bytes), byte count (2 bytes); answer: the words
+    RUN = 3     # payload: descriptors; answer, once the batch is done: status block, records
+    STATUS = 4  # no payload; answer: the status block (counters, last batch, flags)
+
+
+class Status(enum.IntEnum):
+    """How a board answered (a response's ``kind``)."""
+    OK = 0
+    BAD_CHECKSUM = 1  # the request arrived damaged: send it again
+    BAD_OP = 2        # no such operation
+    BAD_LENGTH = 3    # a payload the operation cannot take (size, or a count out of range)
+    BAD_ADDRESS = 4   # words past the end of the board's memory
 
 
 class FrameError(enum.Enum, shape=2):
@@ -84,7 +112,7 @@ class FrameReceiver(wiring.Component):
         self.sync, self.max_payload = sync, max_payload
         super().__init__({"bytes": In(stream.Signature(8)),
                           "header": Out(stream.Signature(RequestHeader)),
-                          "payload": Out(stream.Signature(8))})
+                          "payload": Out(stream.Signature(8)), "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -107,7 +135,7 @@ class FrameReceiver(wiring.Component):
                      # moves only when a byte is read for the stream
                      r.en.eq(0), r.addr.eq(count), self.payload.payload.eq(r.data)]
 
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("sync"):
                 m.d.comb += self.bytes.ready.eq(1)
                 with m.If(take & (byte == self.sync)):
@@ -168,6 +196,8 @@ class FrameReceiver(wiring.Component):
                     with m.Else():
                         m.d.comb += r.en.eq(1)
                         m.d.sync += count.eq(count + 1)
+        # a frame going out (while one comes in, it waits for bytes: not busy)
+        m.d.comb += self.busy.eq(fsm.ongoing("header") | fsm.ongoing("payload_out"))
         return m
 
 
@@ -178,7 +208,7 @@ class FrameTransmitter(wiring.Component):
         self.sync = sync
         super().__init__({"header": In(stream.Signature(ResponseHeader)),
                           "payload": In(stream.Signature(8)),
-                          "bytes": Out(stream.Signature(8))})
+                          "bytes": Out(stream.Signature(8)), "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -195,7 +225,7 @@ class FrameTransmitter(wiring.Component):
                     m.d.sync += crc.eq(crc16_step(crc, value))
                 m.next = after
 
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("idle"):
                 m.d.comb += self.header.ready.eq(1)
                 with m.If(self.header.valid):
@@ -227,4 +257,5 @@ class FrameTransmitter(wiring.Component):
                 emit(crc[:8], "crc1", crc_it=False)
             with m.State("crc1"):
                 emit(crc[8:], "idle", crc_it=False)
+        m.d.comb += self.busy.eq(~fsm.ongoing("idle"))
         return m

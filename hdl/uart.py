@@ -62,7 +62,7 @@ class UARTReceiver(wiring.Component):
     def __init__(self, divisor: int):
         self.divisor = divisor
         super().__init__({"rx": In(1, init=1), "bytes": Out(stream.Signature(8)),
-                          "framing_error": Out(1), "overrun": Out(1)})
+                          "framing_error": Out(1), "overrun": Out(1), "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -85,7 +85,7 @@ class UARTReceiver(wiring.Component):
             with m.Else():
                 m.d.sync += [self.bytes.payload.eq(shift), self.bytes.valid.eq(1)]
 
-        with m.FSM():
+        with m.FSM() as fsm:
             with m.State("idle"):
                 with m.If(~line):  # a start bit's falling edge: wait to its middle
                     m.d.sync += timer.eq(d // 2 - 1)
@@ -114,6 +114,8 @@ class UARTReceiver(wiring.Component):
             with m.State("break"):  # a framing error: wait for the line to go high
                 with m.If(line):
                     m.next = "idle"
+        # a byte on its way in, or waiting to be taken
+        m.d.comb += self.busy.eq(~fsm.ongoing("idle") | self.bytes.valid)
         return m
 
 
@@ -127,7 +129,8 @@ class UARTTransmitter(wiring.Component):
 
     def __init__(self, divisor: int):
         self.divisor = divisor
-        super().__init__({"bytes": In(stream.Signature(8)), "tx": Out(1, init=1)})
+        super().__init__({"bytes": In(stream.Signature(8)), "tx": Out(1, init=1),
+                          "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -136,7 +139,8 @@ class UARTTransmitter(wiring.Component):
         frame = Signal(10)  # stop, data (msb .. lsb), start: shifted out from bit 0
         left = Signal(range(11))  # bits still to send
         # the next byte is taken as the current one's stop bit ends
-        m.d.comb += self.bytes.ready.eq((left == 0) | ((left == 1) & (timer == 0)))
+        m.d.comb += [self.bytes.ready.eq((left == 0) | ((left == 1) & (timer == 0))),
+                     self.busy.eq(left != 0)]
         with m.If(timer != 0):
             m.d.sync += timer.eq(timer - 1)
         with m.Elif(left != 0):

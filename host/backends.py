@@ -6,6 +6,10 @@ Each entry of :data:`BACKENDS` opens a :class:`~mixgcn.golden.backend.Backend`:
   in process;
 - ``rtl`` — a simulated chip: the chip's Verilog under Verilator in a server process
   (:class:`~mixgcn.sim.chip.process.SimulatedChip`), driven by
+  :class:`~mixgcn.host.chip_driver.ChipBackend`;
+- ``board`` — the chip on a board behind its host link (:class:`~mixgcn.host.board.
+  BoardDevice`), through a serial port or (``port="sim"``) the simulated board top's
+  (:class:`~mixgcn.sim.board.process.SimulatedSerialPort`), driven by the same
   :class:`~mixgcn.host.chip_driver.ChipBackend`.
 
 A backend holds resources (a simulator process): close it, or use it as a context
@@ -23,7 +27,11 @@ from mixgcn.gen.config import CHIP_PRESETS, MEMORY_PROFILES, ChipConfig, MemoryP
 from mixgcn.golden.backend import Backend, GoldenBackend, NumberFormat
 from mixgcn.host.comm import InProcess
 
-__all__ = ["BACKENDS", "open_chips", "open_golden", "open_rtl", "open_system", "opened"]
+__all__ = ["BACKENDS", "DEFAULT_BAUD", "open_board", "open_chips", "open_golden", "open_rtl",
+           "open_system", "opened"]
+
+# the ULX3S's and ECPIX-5's USB serial bridges (FT231X, FT2232H) both take 3 Mbaud
+DEFAULT_BAUD = 3_000_000
 
 
 def open_golden(*, width: int = 16, index: int = 0) -> GoldenBackend:
@@ -49,7 +57,50 @@ def open_rtl(*, chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "de
     return ChipBackend(device, pipeline=pipeline)
 
 
-BACKENDS: dict[str, Callable[..., Backend]] = {"golden": open_golden, "rtl": open_rtl}
+def open_board(*, chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "default",
+               board: str = "ulx3s-85f", port: str = "sim", baud: int = DEFAULT_BAUD,
+               pipeline: bool = True, verbose: bool = False,
+               on_build: Callable[[], None] | None = None, index: int = 0,
+               memory: MemoryProfile = MEMORY_PROFILES["ideal"],
+               link_timeout: float | None = None) -> Backend:
+    """The chip ``chip`` on ``board`` (:data:`~mixgcn.gen.board.BOARDS`: its chip clock
+    sets the serial line's divisor for ``baud``) reached through ``port``: a serial
+    device's path, or ``sim`` for the simulated board top (built on first use; its
+    memory plays ``memory``). ``link_timeout``: seconds the host waits for an answer
+    other than a batch's (default: 2 s on a serial port, 0.05 s on the simulation,
+    which answers before its ``write`` returns)."""
+    from mixgcn.gen.board import BOARDS
+    from mixgcn.hdl.uart import divisor_for
+    from mixgcn.host.board import BoardDevice, open_serial
+    from mixgcn.host.chip_driver import ChipBackend
+
+    if board not in BOARDS:
+        raise ValueError(f"unknown board {board!r}: expected one of {', '.join(BOARDS)}")
+    clock_hz = (BOARDS[board].mhz or 12.0) * 1e6  # the iCEBreaker's chip runs at 12 MHz
+    divisor = divisor_for(clock_hz, baud)  # refuses a rate the clock cannot make
+    name = f"board {index} ({board}, {chip_name}, {port})"
+    if port == "sim":
+        from mixgcn.sim.board.process import SimulatedSerialPort
+
+        serial = SimulatedSerialPort(chip, divisor=divisor, name=name, memory=memory,
+                                     verbose=verbose, on_build=on_build)
+        timeout = 0.05 if link_timeout is None else link_timeout
+    else:
+        if memory.name != "ideal":
+            raise ValueError(f"--memory {memory.name} plays a memory in simulation; a real "
+                             "board has its own")
+        serial = open_serial(port, baud)
+        timeout = 2.0 if link_timeout is None else link_timeout
+    try:
+        device = BoardDevice(chip, serial, name=name, clock_hz=clock_hz, timeout=timeout)
+    except BaseException:
+        serial.close()
+        raise
+    return ChipBackend(device, pipeline=pipeline)
+
+
+BACKENDS: dict[str, Callable[..., Backend]] = {"golden": open_golden, "rtl": open_rtl,
+                                               "board": open_board}
 
 
 def open_system(chips: int, fabric: str = "crossbar", *,

@@ -23,7 +23,7 @@ from mixgcn.gen.config import (
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
 from mixgcn.golden.reorder import ORDERINGS
-from mixgcn.host.backends import BACKENDS, open_chips, open_system, opened
+from mixgcn.host.backends import BACKENDS, DEFAULT_BAUD, open_chips, open_system, opened
 from mixgcn.host.comm import MPIHost, mpi_world_size, serve
 from mixgcn.host.device import DeviceError
 from mixgcn.host.sharded import CLOCK_MHZ, LINK_GBPS
@@ -48,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"Planetoid folder (default: $MIXGCN_DATA, else {default_data_dir()})")
     t.add_argument("--backend", default="golden", choices=sorted(BACKENDS),
                    help="golden: the numpy functional model; rtl: every SpMM and GEMM on "
-                        "the simulated chip (Verilator; fixed16 only)")
+                        "the simulated chip (Verilator; fixed16 only); board: on a board "
+                        "over its serial link (--board, --port; docs/link.md)")
     t.add_argument("--precision", default=None, choices=PRECISIONS,
                    help="default: float32 on golden, fixed16 on rtl")
     t.add_argument("--chip", default=None, metavar="{" + ",".join(CHIP_PRESETS) + ",FILE.json}",
@@ -92,6 +93,15 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--fabric", default=None, choices=tuple(FABRIC_PRESETS),
                    help="with --exchange fabric: crossbar = chips on one die (default), "
                         "serial = narrow links between boards (docs/fabric.md)")
+    t.add_argument("--board", default=None, choices=tuple(BOARD_NAMES),
+                   help="board: the board (its chip clock sets the line's divisor; default "
+                        "ulx3s-85f)")
+    t.add_argument("--port", default=None,
+                   help="board: the serial device (e.g. /dev/ttyUSB0), or 'sim' for the "
+                        "simulated board top (the chip, its host link and memory in "
+                        "Verilator; default sim)")
+    t.add_argument("--baud", type=int, default=None,
+                   help=f"board: the serial line's rate (default {DEFAULT_BAUD:,})")
     t.add_argument("--no-pipeline", action="store_true",
                    help="rtl: run every kernel alone instead of pipelining an SpMM with "
                         "the GEMM it feeds or is fed by (to measure the pipeline's gain)")
@@ -179,15 +189,20 @@ def cmd_train(args) -> int:
         raise _fail(f"bad hyperparameter: {e}") from None
     if args.json is not None:
         _check_writable(args.json)
-    rtl = args.backend == "rtl"
+    rtl = args.backend in ("rtl", "board")  # a chip: simulated, or on a board
     for flag, given in (("--no-pipeline", args.no_pipeline), ("--chip", args.chip),
                         ("--memory", args.memory)):
         if given and not rtl:
-            raise _fail(f"{flag} applies to --backend rtl only")
+            raise _fail(f"{flag} applies to --backend rtl or board only")
+    for flag, given in (("--board", args.board), ("--port", args.port),
+                        ("--baud", args.baud)):
+        if given is not None and args.backend != "board":
+            raise _fail(f"{flag} applies to --backend board only")
     parallel, world = _parallel(args)
     precision = args.precision or ("fixed16" if rtl else "float32")
     if rtl and precision != "fixed16":
-        raise _fail(f"the rtl backend computes in fixed point: --precision {precision} is "
+        raise _fail(f"the {args.backend} backend computes in fixed point: --precision "
+                    f"{precision} is "
                     "not available (use fixed16)")
     try:
         chip_name, chip = load_chip(args.chip or "default")
@@ -217,6 +232,9 @@ def cmd_train(args) -> int:
                        on_build=lambda: log(f"generating and building the simulated chip "
                                             f"'{chip_name}' (a minute or two, once: later "
                                             "runs reuse it)"))
+        if args.backend == "board":
+            options.update(board=args.board or "ulx3s-85f", port=args.port or "sim",
+                           baud=args.baud or DEFAULT_BAUD)
     log(f"training {config.layers}-layer GCN, hidden {config.hidden}, {precision} on "
         f"{args.backend}{f' (chip {chip_name}, {memory.name} memory)' if rtl else ''}, "
         f"{config.epochs} epochs, "

@@ -18,36 +18,19 @@ answer of the one before it.
 
 from __future__ import annotations
 
-import enum
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mixgcn.hdl.frames import MAX_PAYLOAD, REQUEST_SYNC, RESPONSE_SYNC
+from mixgcn.hdl.frames import MAX_PAYLOAD, REQUEST_SYNC, RESPONSE_SYNC, Op, Status
 
 __all__ = ["MAX_PAYLOAD", "REQUEST_SYNC", "RESPONSE_SYNC", "Frame", "FrameError",
            "FrameReader", "Link", "LinkError", "Op", "Status", "crc16", "encode"]
 
-# the board's end (hdl/frames.py) defines the frame's constants: one place for both ends
+# the board's end (hdl/frames.py) defines the frame's constants, operations and
+# statuses: one place for both ends
 _HEADER = struct.Struct("<BBBHB")  # sync, seq, kind, length, check
-
-
-class Op(enum.IntEnum):
-    """What a request asks (its ``kind``)."""
-    WRITE = 1   # payload: address (4 bytes), then the bytes to write there
-    READ = 2    # payload: address (4 bytes), byte count (2 bytes); answer: the bytes
-    RUN = 3     # payload: descriptors; answer: when the batch is done
-    STATUS = 4  # no payload; answer: the status and counters
-
-
-class Status(enum.IntEnum):
-    """How a board answered (a response's ``kind``)."""
-    OK = 0
-    BAD_CHECKSUM = 1  # the request arrived damaged: send it again
-    BAD_OP = 2
-    BAD_LENGTH = 3
-    BUSY = 4          # a batch runs: ask again later
 
 
 class FrameError(ValueError):
@@ -161,15 +144,16 @@ class Link:
         self.resent = 0  # requests sent again
         self.bytes_sent = self.bytes_received = 0
 
-    def request(self, op: Op, payload: bytes = b"") -> bytes:
-        """The answer's payload (see the class docstring); opens the link first."""
+    def request(self, op: Op, payload: bytes = b"", *, timeout: float | None = None) -> bytes:
+        """The answer's payload (see the class docstring); opens the link first.
+        ``timeout``: for this request (a ``RUN`` waits for its batch), else the link's."""
         if self.seq is None:
             self.seq = 0
-            self._exchange(Op.STATUS, b"")
+            self._exchange(Op.STATUS, b"", self.timeout)
         self.seq = self.seq % 255 + 1  # 1..255: 0 only opens
-        return self._exchange(op, payload)
+        return self._exchange(op, payload, self.timeout if timeout is None else timeout)
 
-    def _exchange(self, op: Op, payload: bytes) -> bytes:
+    def _exchange(self, op: Op, payload: bytes, timeout: float) -> bytes:
         frame = encode(REQUEST_SYNC, self.seq, int(op), payload)
         what = []
         for attempt in range(self.retries + 1):
@@ -177,7 +161,7 @@ class Link:
                 self.resent += 1
             self._write(frame)
             self.bytes_sent += len(frame)
-            answer = self._answer()
+            answer = self._answer(timeout)
             if answer is None:
                 what.append("no answer")
                 continue
@@ -191,10 +175,10 @@ class Link:
         raise LinkError(f"{op.name} (seq {self.seq}): no good answer after "
                         f"{self.retries + 1} tries ({', '.join(what)})")
 
-    def _answer(self) -> Frame | None:
+    def _answer(self, timeout: float) -> Frame | None:
         """The answer to the current request, or None once ``timeout`` passes
         without one (answers to older requests are dropped)."""
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             data = self._read(MAX_PAYLOAD + 8, left)
             self.bytes_received += len(data)

@@ -34,7 +34,8 @@ from mixgcn.hdl.chip import READ_CHANNELS, WRITE_CHANNELS, Chip, ChipLayouts
 from mixgcn.hdl.system import System
 
 __all__ = ["MEMORY_MODEL", "TOP", "ChipHarness", "MemorySink", "MemorySource", "SystemHarness",
-           "attach", "clocked_top", "harness_ports", "harness_verilog"]
+           "attach", "cached_verilog", "clocked_top", "harness_ports", "harness_verilog",
+           "memory_model"]
 
 MEMORY_MODEL = Path(__file__).with_name("mixgcn_memory.v")
 
@@ -187,10 +188,17 @@ def attach(m: Module, c: ChipConfig, chip, port, desc_depth: int, seed: int) -> 
         m.d.sync += elapsed.eq(elapsed + 1)
     for name, value in flat_counters(chip).items():
         m.d.comb += port(name).eq(value)
+    memory_model(m, c, chip.memory, port, seed)
 
+
+def memory_model(m: Module, c: ChipConfig, bus, port, seed: int) -> None:
+    """The memory model (``mixgcn_memory.v``, instance ``mem``) serving ``bus`` (a
+    chip's :class:`~mixgcn.hdl.memport.MemoryBus`), its controls and counters on the
+    harness ports ``port(name)``."""
+    lay = ChipLayouts(c)
     aw, mw, nr, nw = c.addr_width, lay.mem_width, len(READ_CHANNELS), len(WRITE_CHANNELS)
-    rd = [getattr(chip.memory, n) for n in READ_CHANNELS]
-    wr = [getattr(chip.memory, n).wr for n in WRITE_CHANNELS]
+    rd = [getattr(bus, n) for n in READ_CHANNELS]
+    wr = [getattr(bus, n).wr for n in WRITE_CHANNELS]
     req_ready, resp_valid = Signal(nr), Signal(nr)
     resp_data, wr_ready = Signal(nr * mw), Signal(nw)
     m.submodules.mem = Instance(
@@ -287,6 +295,21 @@ def harness_verilog(config: ChipConfig | SystemConfig, loopback: bool = True,
     :class:`SystemConfig`: ``system_harness``) with the memory model and its clocked
     top (module :data:`TOP`), cached under the build folder by a hash of the
     configuration and every source it is generated from (converting it takes a while)."""
+    if isinstance(config, SystemConfig):
+        return cached_verilog("system", (config, seed),
+                              lambda: SystemHarness(config, seed=seed), on_generate)
+    return cached_verilog("chip", (config, loopback, seed),
+                          lambda: ChipHarness(config, loopback=loopback, seed=seed),
+                          on_generate)
+
+
+def cached_verilog(kind: str, key, make: Callable[[], wiring.Component],
+                   on_generate: Callable[[], None] | None = None,
+                   sources: tuple[Path, ...] = ()) -> str:
+    """Verilog of the harness ``make()`` (module ``<kind>_harness``), the memory model
+    and the clocked top :data:`TOP`, cached under the build folder by a hash of ``key``
+    and of every source it is generated from (``sources`` beside hdl/, this module and
+    the configuration's)."""
     import hashlib
 
     import amaranth
@@ -296,21 +319,16 @@ def harness_verilog(config: ChipConfig | SystemConfig, loopback: bool = True,
     import mixgcn.hdl
     from mixgcn.sim.build import build_root
 
-    system = isinstance(config, SystemConfig)
-    h = hashlib.sha256(repr((config, loopback, seed, amaranth.__version__)).encode())
+    h = hashlib.sha256(repr((key, amaranth.__version__)).encode())
     for src in [*sorted(Path(mixgcn.hdl.__file__).parent.glob("*.py")), Path(__file__),
-                Path(mixgcn.gen.config.__file__), MEMORY_MODEL]:
+                Path(mixgcn.gen.config.__file__), MEMORY_MODEL, *sources]:
         h.update(src.read_bytes())
-    kind = "system" if system else "chip"
     cached = build_root() / "verilog" / f"{kind}-harness-{h.hexdigest()[:16]}.v"
     if cached.is_file():
         return cached.read_text()
     if on_generate is not None:
         on_generate()
-    if system:
-        harness = SystemHarness(config, seed=seed)
-    else:
-        harness = ChipHarness(config, loopback=loopback, seed=seed)
+    harness = make()
     module = f"{kind}_harness"
     text = verilog.convert(harness, name=module, emit_src=False)
     text += "\n" + MEMORY_MODEL.read_text() + "\n" + clocked_top(harness, module)

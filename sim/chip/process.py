@@ -53,7 +53,7 @@ from mixgcn.host.packing import to_ints, word_bytes
 from mixgcn.sim.build import BuildError, build, simulator_env
 from mixgcn.sim.chip.harness import TOP, harness_verilog
 
-__all__ = ["SimulatedChip", "SimulatedSystem", "SystemChip", "check_route"]
+__all__ = ["ServerProcess", "SimulatedChip", "SimulatedSystem", "SystemChip", "check_route"]
 
 
 def _words(n: int) -> str:
@@ -82,119 +82,46 @@ def _stop(process: subprocess.Popen, sock: socket.socket, seconds: float) -> Non
             process.wait()
 
 
-class SimulatedChip:
-    """The chip ``config`` simulated in a server process (module docstring).
+class ServerProcess:
+    """A simulator process serving requests (the device protocol's messages) on a
+    socket pair: started by :meth:`_launch`, spoken to by :meth:`_request`, stopped by
+    :meth:`close`. Every failure is a :class:`DeviceError` naming :attr:`name`."""
 
-    ``name`` appears in every message; ``loopback=False`` exposes the exchange port
-    (closed in the harness by a randomly stalling wire); ``verbose`` shows the
-    simulator's own output on stderr (otherwise it goes to ``simulator.log`` in the
-    server's working folder); ``on_build`` is called before a build that has to run;
-    ``memory``: the profile the memory model plays (a batch's cycle budget, and the
-    time the host waits for it, stretch by :meth:`MemoryProfile.stretch`)."""
+    name: str
+    timeouts: TimeoutPolicy
+    process: subprocess.Popen | None = None
 
-    def __init__(self, config: ChipConfig, *, name: str = "chip 0", loopback: bool = True,
-                 verbose: bool = False, on_build: Callable[[], None] | None = None,
-                 timeouts: TimeoutPolicy = TIMEOUTS,
-                 memory: MemoryProfile = MEMORY_PROFILES["ideal"]):
-        served = config  # what the simulation holds: this chip, or a system's chips
-        if isinstance(config, SystemConfig):
-            config = config.chip
-        if not isinstance(config, ChipConfig):
-            raise TypeError(f"expected a ChipConfig, got {config!r}")
-        if not isinstance(memory, MemoryProfile):
-            raise TypeError(f"expected a MemoryProfile, got {memory!r}")
-        self.config, self.name, self.timeouts, self.memory = config, name, timeouts, memory
-        lay = ChipLayouts(config)
-        self.stretch = memory.stretch(lay.mem_width, len(CHANNELS))
-        self.mem_bytes = word_bytes(lay.mem_width)
-        self.desc_bytes = word_bytes(lay.desc_layout.size)
-        self.status_bytes = word_bytes(lay.status_layout.size)
-        self._lay = lay
-        self.process: subprocess.Popen | None = None
-        announced = []
-
-        def announce():  # once, whether the Verilog, the simulator or both are made
-            if on_build is not None and not announced:
-                announced.append(on_build())
-
-        try:
-            sim = build(harness_verilog(served, loopback, on_generate=announce), TOP,
-                        lean=True, timing=True, on_build=announce)
-        except BuildError as e:
-            raise DeviceError(f"{name}: {e}") from None
-        self.workdir = Path(tempfile.mkdtemp(prefix="mixgcn-chip-"))
+    def _launch(self, sim, server_module: str, prefix: str, env_extra: dict[str, str], *,
+                plusargs: dict[str, str] | None = None, verbose: bool = False) -> None:
+        """Start the simulator ``sim`` (a :class:`~mixgcn.sim.build.SimBuild`) running
+        the cocotb module ``server_module`` in a new working folder; ``plusargs``: file
+        names in that folder passed as ``+NAME=path``."""
+        self.workdir = Path(tempfile.mkdtemp(prefix=prefix))
         self.log = self.workdir / "simulator.log"
-        host_end, chip_end = socket.socketpair()
-        env = simulator_env(TOP, "mixgcn.sim.chip.server", self.workdir / "results.xml")
-        env.update(MIXGCN_SERVER_FD=str(chip_end.fileno()), MIXGCN_HOST_PID=str(os.getpid()),
-                   MIXGCN_CHIP_CONFIG=json.dumps(served.to_dict()),
-                   MIXGCN_MEMORY_PROFILE=json.dumps(memory.to_dict()))
+        host_end, server_end = socket.socketpair()
+        env = simulator_env(TOP, server_module, self.workdir / "results.xml")
+        env.update(MIXGCN_SERVER_FD=str(server_end.fileno()),
+                   MIXGCN_HOST_PID=str(os.getpid()), **env_extra)
+        args = [f"+{k}={self.workdir / v}" for k, v in (plusargs or {}).items()]
         out = None if verbose else open(self.log, "wb")
         try:
             self.process = subprocess.Popen(
-                [str(sim.binary), f"+MIXGCN_MEM_LOAD={self.workdir / 'load.hex'}",
-                 f"+MIXGCN_MEM_DUMP={self.workdir / 'dump.hex'}"],
-                cwd=self.workdir, env=env, pass_fds=(chip_end.fileno(),),
-                stdin=subprocess.DEVNULL, stdout=out or sys.stderr, stderr=subprocess.STDOUT)
+                [str(sim.binary), *args], cwd=self.workdir, env=env,
+                pass_fds=(server_end.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=out or sys.stderr, stderr=subprocess.STDOUT)
         except OSError as e:
             host_end.close()
-            raise DeviceError(f"{name}: the simulator {sim.binary} could not be started: "
-                              f"{e.strerror or e}") from None
+            raise DeviceError(f"{self.name}: the simulator {sim.binary} could not be "
+                              f"started: {e.strerror or e}") from None
         finally:
-            chip_end.close()
+            server_end.close()
             if out is not None:
                 out.close()
         self.pid = self.process.pid
         self._sock = host_end
         self._stop = weakref.finalize(self, _stop, self.process, host_end,
-                                      timeouts.stop_seconds)
+                                      self.timeouts.stop_seconds)
         self.failed = False
-        hello, _ = self._request(dict(op="hello"), doing="starting",
-                                 timeout=timeouts.start_seconds)
-        sizes = (hello.get("mem_bytes"), hello.get("desc_bytes"), hello.get("status_bytes"))
-        want = (self.mem_bytes, self.desc_bytes, self.status_bytes)
-        if sizes != want or hello.get("config") != json.loads(json.dumps(served.to_dict())):
-            self._fail()
-            raise DeviceError(f"{self.name}: the simulator serves another chip (words of "
-                              f"{sizes} bytes, not {want}, or another configuration)")
-        if hello.get("memory") != memory.to_dict():
-            self._fail()
-            raise DeviceError(f"{self.name}: the simulator plays another memory "
-                              f"({hello.get('memory')}, not {memory.name!r})")
-
-    # ---------------------------------------------------------------- protocol
-    def write(self, addr: int, words: np.ndarray) -> None:
-        words = np.asarray(words, dtype=np.uint8)
-        self._request(dict(op="write", addr=int(addr), count=len(words)), words,
-                      doing=f"writing {_words(len(words))} at {addr}")
-
-    def run(self, descriptors: np.ndarray, *, budget: int, label: str = "a batch") -> BatchResult:
-        descriptors = np.asarray(descriptors, dtype=np.uint8)
-        reply, blob = self._request(
-            dict(op="run", count=len(descriptors), budget=int(budget)), descriptors,
-            doing=f"running {label} ({len(descriptors)} descriptors)",
-            timeout=self.timeouts.reply_seconds(budget * self.stretch))
-        return self._result(reply, blob)
-
-    def _result(self, reply: dict, blob: bytes) -> BatchResult:
-        """A batch's reply (one chip's) and its status records as a BatchResult."""
-        done = int(reply["completed"])
-        status = self._words(blob, self.status_bytes, done, "status records")
-        return BatchResult(cycles=int(reply["cycles"]), counters=dict(reply["counters"]),
-                           device_seconds=float(reply["device_seconds"]),
-                           status=[StatusRecord.decode(self._lay, w) for w in to_ints(status)],
-                           error=int(reply.get("error", 0)))
-
-    def read(self, addr: int, count: int) -> np.ndarray:
-        _, blob = self._request(dict(op="read", addr=int(addr), count=int(count)),
-                                doing=f"reading {_words(count)} at {addr}")
-        return self._words(blob, self.mem_bytes, count, "read")
-
-    def counters(self) -> dict[str, int]:
-        return dict(self._request(dict(op="counters"), doing="reading counters")[0]["counters"])
-
-    def reset(self) -> None:
-        self._request(dict(op="reset"), doing="resetting the chip")
 
     def close(self) -> None:
         """Ask the server to end, then make sure it has. Its working folder goes too,
@@ -211,19 +138,11 @@ class SimulatedChip:
         if not self.failed:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> SimulatedChip:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    # ---------------------------------------------------------------- transport
-    def _words(self, blob: bytes, nbytes: int, count: int, what: str) -> np.ndarray:
-        try:
-            return words_from_blob(blob, nbytes, count, what)
-        except ProtocolError as e:
-            self._fail()
-            raise DeviceError(f"{self.name}: {e}") from None
 
     def _log_tail(self) -> str:
         """Why the simulator ended, from its log: the last Python exception it printed,
@@ -276,6 +195,108 @@ class SimulatedChip:
         if not reply.get("ok"):
             raise DeviceError(f"{self.name}: {doing} failed: {reply.get('error', 'no reason')}")
         return reply, out
+
+
+class SimulatedChip(ServerProcess):
+    """The chip ``config`` simulated in a server process (module docstring).
+
+    ``name`` appears in every message; ``loopback=False`` exposes the exchange port
+    (closed in the harness by a randomly stalling wire); ``verbose`` shows the
+    simulator's own output on stderr (otherwise it goes to ``simulator.log`` in the
+    server's working folder); ``on_build`` is called before a build that has to run;
+    ``memory``: the profile the memory model plays (a batch's cycle budget, and the
+    time the host waits for it, stretch by :meth:`MemoryProfile.stretch`)."""
+
+    def __init__(self, config: ChipConfig, *, name: str = "chip 0", loopback: bool = True,
+                 verbose: bool = False, on_build: Callable[[], None] | None = None,
+                 timeouts: TimeoutPolicy = TIMEOUTS,
+                 memory: MemoryProfile = MEMORY_PROFILES["ideal"]):
+        served = config  # what the simulation holds: this chip, or a system's chips
+        if isinstance(config, SystemConfig):
+            config = config.chip
+        if not isinstance(config, ChipConfig):
+            raise TypeError(f"expected a ChipConfig, got {config!r}")
+        if not isinstance(memory, MemoryProfile):
+            raise TypeError(f"expected a MemoryProfile, got {memory!r}")
+        self.config, self.name, self.timeouts, self.memory = config, name, timeouts, memory
+        lay = ChipLayouts(config)
+        self.stretch = memory.stretch(lay.mem_width, len(CHANNELS))
+        self.mem_bytes = word_bytes(lay.mem_width)
+        self.desc_bytes = word_bytes(lay.desc_layout.size)
+        self.status_bytes = word_bytes(lay.status_layout.size)
+        self._lay = lay
+        self.process: subprocess.Popen | None = None
+        announced = []
+
+        def announce():  # once, whether the Verilog, the simulator or both are made
+            if on_build is not None and not announced:
+                announced.append(on_build())
+
+        try:
+            sim = build(harness_verilog(served, loopback, on_generate=announce), TOP,
+                        lean=True, timing=True, on_build=announce)
+        except BuildError as e:
+            raise DeviceError(f"{name}: {e}") from None
+        self._launch(sim, "mixgcn.sim.chip.server", "mixgcn-chip-",
+                     dict(MIXGCN_CHIP_CONFIG=json.dumps(served.to_dict()),
+                          MIXGCN_MEMORY_PROFILE=json.dumps(memory.to_dict())),
+                     plusargs=dict(MIXGCN_MEM_LOAD="load.hex", MIXGCN_MEM_DUMP="dump.hex"),
+                     verbose=verbose)
+        hello, _ = self._request(dict(op="hello"), doing="starting",
+                                 timeout=timeouts.start_seconds)
+        sizes = (hello.get("mem_bytes"), hello.get("desc_bytes"), hello.get("status_bytes"))
+        want = (self.mem_bytes, self.desc_bytes, self.status_bytes)
+        if sizes != want or hello.get("config") != json.loads(json.dumps(served.to_dict())):
+            self._fail()
+            raise DeviceError(f"{self.name}: the simulator serves another chip (words of "
+                              f"{sizes} bytes, not {want}, or another configuration)")
+        if hello.get("memory") != memory.to_dict():
+            self._fail()
+            raise DeviceError(f"{self.name}: the simulator plays another memory "
+                              f"({hello.get('memory')}, not {memory.name!r})")
+
+    # ---------------------------------------------------------------- protocol
+    def write(self, addr: int, words: np.ndarray) -> None:
+        words = np.asarray(words, dtype=np.uint8)
+        self._request(dict(op="write", addr=int(addr), count=len(words)), words,
+                      doing=f"writing {_words(len(words))} at {addr}")
+
+    def run(self, descriptors: np.ndarray, *, budget: int, label: str = "a batch") -> BatchResult:
+        descriptors = np.asarray(descriptors, dtype=np.uint8)
+        reply, blob = self._request(
+            dict(op="run", count=len(descriptors), budget=int(budget)), descriptors,
+            doing=f"running {label} ({len(descriptors)} descriptors)",
+            timeout=self.timeouts.reply_seconds(budget * self.stretch))
+        return self._result(reply, blob)
+
+    def _result(self, reply: dict, blob: bytes) -> BatchResult:
+        """A batch's reply (one chip's) and its status records as a BatchResult."""
+        done = int(reply["completed"])
+        status = self._words(blob, self.status_bytes, done, "status records")
+        return BatchResult(cycles=int(reply["cycles"]), counters=dict(reply["counters"]),
+                           device_seconds=float(reply["device_seconds"]),
+                           status=[StatusRecord.decode(self._lay, w) for w in to_ints(status)],
+                           error=int(reply.get("error", 0)))
+
+    def read(self, addr: int, count: int) -> np.ndarray:
+        _, blob = self._request(dict(op="read", addr=int(addr), count=int(count)),
+                                doing=f"reading {_words(count)} at {addr}")
+        return self._words(blob, self.mem_bytes, count, "read")
+
+    def counters(self) -> dict[str, int]:
+        return dict(self._request(dict(op="counters"), doing="reading counters")[0]["counters"])
+
+    def reset(self) -> None:
+        self._request(dict(op="reset"), doing="resetting the chip")
+
+    # ---------------------------------------------------------------- transport
+    def _words(self, blob: bytes, nbytes: int, count: int, what: str) -> np.ndarray:
+        try:
+            return words_from_blob(blob, nbytes, count, what)
+        except ProtocolError as e:
+            self._fail()
+            raise DeviceError(f"{self.name}: {e}") from None
+
 
 
 def check_route(route: dict, chips: int, lanes: int) -> None:

@@ -1,0 +1,531 @@
+"""The board's end of the host link: requests carried out on the chip and its memory
+(docs/link.md).
+
+::
+
+    rx ─▶ UARTReceiver ─▶ FrameReceiver ─▶ RequestExecutor ─▶ FrameTransmitter ─▶ UART ─▶ tx
+                                            │      │    ▲
+              memory: a read and a write ◀──┘      ▼    │ status records, counters
+              channel (MemoryArbiter)          chip (descriptors)
+
+:class:`RequestExecutor` takes each checked request from the frame receiver, carries
+it out and frames one answer:
+
+- ``WRITE`` — the payload's words go to the memory at the word address it names;
+- ``READ`` — the words at an address come back as the answer;
+- ``RUN`` — the payload's descriptors are gathered into a descriptor memory first, then
+  offered to the chip one a cycle, as the simulation's harness offers a batch, so a
+  batch's cycles do not depend on the serial port; the answer, once every descriptor's
+  status record is in, is the status block then the records;
+- ``STATUS`` — the status block: the chip's counters, the last batch's cycles, flags.
+
+Every answer is built in an answer memory before it is sent. The answer stays there
+with its ``seq``: a request that arrives again with that ``seq`` (the host retrying
+after a lost answer) gets the same answer and is not carried out again. ``seq`` 0
+clears it and is not kept (docs/link.md, "Retries"). A request that arrived damaged
+is answered ``BAD_CHECKSUM`` and does not touch the kept answer.
+
+Checks come before any effect: a payload whose size does not suit its operation is
+answered ``BAD_LENGTH``, words past the memory's end ``BAD_ADDRESS``, an unknown
+operation ``BAD_OP`` — nothing written, nothing run.
+
+The executor uses the memory only while no batch runs (a ``RUN`` is answered after its
+last status record), so :class:`MemoryArbiter` simply hands one read and one write
+channel of the memory to it while ``owner`` says so, and to the chip otherwise.
+
+:class:`HostLink` joins the serial port, the frames and the executor.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from mixgcn.gen.config import ChipConfig
+from mixgcn.hdl.chip import ChipCounters, ChipLayouts
+from mixgcn.hdl.frames import (
+    MAX_PAYLOAD,
+    FrameError,
+    FrameReceiver,
+    FrameTransmitter,
+    Op,
+    RequestHeader,
+    ResponseHeader,
+    Status,
+)
+from mixgcn.hdl.memport import (
+    READ_CHANNELS,
+    WRITE_CHANNELS,
+    MemoryBus,
+    ReadChannel,
+    WriteChannel,
+)
+from mixgcn.hdl.router import RouterError
+from mixgcn.hdl.uart import UARTReceiver, UARTTransmitter
+
+__all__ = ["ADDRESS_BYTES", "COUNTER_BYTES", "HostLink", "LinkLayouts", "LinkedChip",
+           "MemoryArbiter", "RequestExecutor"]
+
+ADDRESS_BYTES = 4  # a WRITE's and a READ's word address
+COUNTER_BYTES = 8  # each counter in the status block, and the last batch's cycles
+
+
+class LinkLayouts:
+    """What the link's payloads hold for a chip configuration: word sizes in bytes, the
+    status block (:attr:`counters` of :attr:`COUNTER_BYTES` each in that order, the last
+    batch's cycles, one byte of flags: bit 0 the chip is idle, bit 1 and 2 its router's
+    ``producers`` and ``consumers`` errors) and how many words or descriptors one
+    request may carry."""
+
+    def __init__(self, config: ChipConfig):
+        lay = ChipLayouts(config)
+        self.chip = lay
+        self.mem_bytes = -(-lay.mem_width // 8)
+        self.desc_bytes = -(-lay.desc_layout.size // 8)
+        self.status_bytes = -(-lay.status_layout.size // 8)
+        counters = ChipCounters(config.sae.counter_width)
+        self.counters = tuple("_".join(path) for path, _, _ in counters.flatten(
+            counters.create()))
+        self.block_bytes = COUNTER_BYTES * (len(self.counters) + 1) + 1
+        self.max_write_words = (MAX_PAYLOAD - ADDRESS_BYTES) // self.mem_bytes
+        self.max_read_words = MAX_PAYLOAD // self.mem_bytes
+        self.max_batch = min(MAX_PAYLOAD // self.desc_bytes,
+                             (MAX_PAYLOAD - self.block_bytes) // self.status_bytes)
+        self.memory_words = 1 << config.addr_width
+
+
+class MemoryArbiter(wiring.Component):
+    """The memory's channels (``memory``, as the chip's memory port would drive them)
+    shared between the chip (``chip``) and the executor (``host``: one read channel, one
+    write channel, in place of the chip's ``x`` and ``sae``) while ``owner`` is high.
+    The switch needs no state: the executor owns the memory only while no batch runs
+    and gives it back only once its last read has come back."""
+
+    def __init__(self, addr_width: int, mem_width: int):
+        super().__init__({
+            "chip": In(MemoryBus(addr_width, mem_width)),
+            "host_read": In(ReadChannel(addr_width, mem_width)),
+            "host_write": In(WriteChannel(addr_width, mem_width)),
+            "owner": In(1),
+            "memory": Out(MemoryBus(addr_width, mem_width)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        # the other channels pass straight through
+        for name in READ_CHANNELS:
+            if name != "x":
+                theirs, out = getattr(self.chip, name), getattr(self.memory, name)
+                m.d.comb += [out.req.valid.eq(theirs.req.valid),
+                             out.req.payload.eq(theirs.req.payload),
+                             theirs.req.ready.eq(out.req.ready),
+                             theirs.resp.valid.eq(out.resp.valid),
+                             theirs.resp.payload.eq(out.resp.payload)]
+        for name in WRITE_CHANNELS:
+            if name != "sae":
+                theirs, out = getattr(self.chip, name).wr, getattr(self.memory, name).wr
+                m.d.comb += [out.valid.eq(theirs.valid), out.payload.eq(theirs.payload),
+                             theirs.ready.eq(out.ready)]
+        mine, theirs, out = self.host_read, self.chip.x, self.memory.x
+        m.d.comb += [
+            out.req.valid.eq(Mux(self.owner, mine.req.valid, theirs.req.valid)),
+            out.req.payload.eq(Mux(self.owner, mine.req.payload, theirs.req.payload)),
+            mine.req.ready.eq(self.owner & out.req.ready),
+            theirs.req.ready.eq(~self.owner & out.req.ready),
+            mine.resp.valid.eq(self.owner & out.resp.valid),
+            theirs.resp.valid.eq(~self.owner & out.resp.valid),
+            mine.resp.payload.eq(out.resp.payload), theirs.resp.payload.eq(out.resp.payload),
+        ]
+        mine, theirs, out = self.host_write.wr, self.chip.sae.wr, self.memory.sae.wr
+        m.d.comb += [
+            out.valid.eq(Mux(self.owner, mine.valid, theirs.valid)),
+            out.payload.eq(Mux(self.owner, mine.payload.as_value(), theirs.payload.as_value())),
+            mine.ready.eq(self.owner & out.ready),
+            theirs.ready.eq(~self.owner & out.ready),
+        ]
+        return m
+
+
+class RequestExecutor(wiring.Component):
+    """See the module docstring."""
+
+    def __new__(cls, config, *args, **kwargs):
+        if not isinstance(config, ChipConfig):
+            raise TypeError(f"expected a ChipConfig, got {config!r}")
+        return super().__new__(cls)
+
+    def __init__(self, config: ChipConfig):
+        self.config = config
+        self.layouts = ll = LinkLayouts(config)
+        lay, aw = ll.chip, config.addr_width
+        super().__init__({
+            "request": In(stream.Signature(RequestHeader)),
+            "request_payload": In(stream.Signature(8)),
+            "answer": Out(stream.Signature(ResponseHeader)),
+            "answer_payload": Out(stream.Signature(8)),
+            "read": Out(ReadChannel(aw, lay.mem_width)),
+            "write": Out(WriteChannel(aw, lay.mem_width)),
+            "owner": Out(1),
+            "desc": Out(stream.Signature(lay.desc_layout)),
+            "status": In(stream.Signature(lay.status_layout)),
+            "counters": In(ChipCounters(config.sae.counter_width)),
+            "idle": In(1), "error": In(RouterError), "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        ll, c = self.layouts, self.config
+        lay, aw = ll.chip, c.addr_width
+        m = Module()
+
+        # ---- the answer memory: the answer being built, then kept for a retry
+        m.submodules.answers = answers = memory.Memory(shape=8, depth=MAX_PAYLOAD, init=[])
+        aw_port, ar_port = answers.write_port(), answers.read_port()
+        # ---- the descriptors of a RUN, gathered before the batch starts
+        m.submodules.descs = descs = memory.Memory(shape=lay.desc_layout.size,
+                                                    depth=ll.max_batch, init=[])
+        dw_port, dr_port = descs.write_port(), descs.read_port()
+
+        head = Signal(RequestHeader)
+        kept_seq, kept_valid = Signal(8), Signal()
+        send_seq, send_kind, send_len = Signal(8), Signal(8), Signal(16)
+        kept_kind, kept_len = Signal(8), Signal(16)
+        keep = Signal()  # the answer being built becomes the kept one
+
+        # payload bytes in: shift registers filled from the top, little-endian
+        take = self.request_payload.valid & self.request_payload.ready
+        byte = self.request_payload.payload
+        left = Signal(16)  # payload bytes still to take
+        addr_in = Signal(8 * 4)
+        word_in = Signal(8 * ll.mem_bytes)
+        desc_in = Signal(8 * ll.desc_bytes)
+        count_in = Signal(16)
+        got = Signal(range(max(ll.mem_bytes, ll.desc_bytes) + 1))  # bytes of this word
+
+        # bytes out into the answer memory: a shift register emptied from the bottom
+        ser_width = 8 * max(ll.mem_bytes, ll.status_bytes, ll.block_bytes)
+        ser, ser_left = Signal(ser_width), Signal(range(ser_width // 8 + 1))
+        ans_addr = Signal(range(MAX_PAYLOAD + 1))
+        m.d.comb += [aw_port.addr.eq(ans_addr), aw_port.data.eq(ser[:8]),
+                     aw_port.en.eq(ser_left != 0)]
+        with m.If(ser_left != 0):
+            m.d.sync += [ser.eq(ser >> 8), ser_left.eq(ser_left - 1), ans_addr.eq(ans_addr + 1)]
+        ser_free = ser_left == 0
+
+        waddr = Signal(aw + 1)  # this request's next memory word (WRITE, READ)
+        words = Signal(16)  # words still to write or read
+        index = Signal(range(ll.max_batch + 1))  # descriptors in, offered, recorded
+        batch = Signal(range(ll.max_batch + 1))
+        offered = Signal(range(ll.max_batch + 1))
+        elapsed = Signal(COUNTER_BYTES * 8)
+        have = Signal()  # a memory read's word waits on its stream
+
+        def answer(kind, length=0, kept=True):
+            m.d.sync += [send_kind.eq(kind), send_len.eq(length), keep.eq(kept)]
+
+        # the status block (LinkLayouts), taken into the shift register in one cycle
+        block = Signal(8 * ll.block_bytes)
+        counter_values = [v for _, _, v in self.counters.signature.flatten(self.counters)]
+        m.d.comb += block.eq(Cat(*(Cat(v, Const(0, 8 * COUNTER_BYTES - len(v)))
+                                   for v in counter_values),
+                                 elapsed, self.idle, self.error.as_value()))
+
+        length_ok = Signal()
+        run_count = Signal(range(MAX_PAYLOAD + 1))
+
+        with m.FSM() as fsm:
+            with m.State("idle"):
+                m.d.comb += self.request.ready.eq(ser_free)
+                with m.If(self.request.valid & ser_free):
+                    p = self.request.payload
+                    m.d.sync += [head.eq(p), send_seq.eq(p.seq), left.eq(p.length),
+                                 ans_addr.eq(0), got.eq(0), addr_in.eq(0)]
+                    with m.If(p.error != FrameError.NONE):
+                        answer(Status.BAD_CHECKSUM, kept=False)
+                        m.next = "send"  # a damaged frame brings no payload
+                    with m.Elif(kept_valid & (p.seq != 0) & (p.seq == kept_seq)):
+                        m.next = "replay"
+                    with m.Else():
+                        m.d.sync += kept_valid.eq(0)  # overwritten from now on
+                        m.next = "dispatch"
+            with m.State("dispatch"):
+                # sizes checked a cycle after the header, from registers
+                n = head.length
+                with m.Switch(head.kind):
+                    with m.Case(Op.WRITE):
+                        rest = n - ADDRESS_BYTES
+                        m.d.sync += [words.eq(rest // ll.mem_bytes),
+                                     length_ok.eq((n > ADDRESS_BYTES)
+                                                  & (rest % ll.mem_bytes == 0))]
+                        m.next = "address"
+                    with m.Case(Op.READ):
+                        m.d.sync += length_ok.eq(n == ADDRESS_BYTES + 2)
+                        m.next = "address"
+                    with m.Case(Op.RUN):
+                        m.d.sync += [run_count.eq(n // ll.desc_bytes), index.eq(0),
+                                     length_ok.eq((n != 0) & (n % ll.desc_bytes == 0)
+                                                  & (n <= ll.max_batch * ll.desc_bytes))]
+                        m.next = "run_check"
+                    with m.Case(Op.STATUS):
+                        with m.If(n == 0):
+                            m.d.sync += [ser.eq(block), ser_left.eq(ll.block_bytes)]
+                            answer(Status.OK, ll.block_bytes)
+                            m.next = "built"
+                        with m.Else():
+                            answer(Status.BAD_LENGTH)
+                            m.next = "drain"
+                    with m.Default():
+                        answer(Status.BAD_OP)
+                        m.next = "drain"
+            with m.State("run_check"):
+                with m.If(length_ok):
+                    m.next = "gather"
+                with m.Else():
+                    answer(Status.BAD_LENGTH)
+                    m.next = "drain"
+            with m.State("address"):
+                with m.If(~length_ok):
+                    answer(Status.BAD_LENGTH)
+                    m.next = "drain"
+                with m.Else():
+                    m.d.comb += self.request_payload.ready.eq(1)
+                    with m.If(take):
+                        m.d.sync += [addr_in.eq(Cat(addr_in[8:], byte)), left.eq(left - 1)]
+                        with m.If(left == head.length - ADDRESS_BYTES + 1):
+                            with m.If(head.kind == Op.WRITE):
+                                m.next = "write_check"
+                            with m.Else():
+                                m.next = "count"
+            with m.State("count"):  # a READ's byte count
+                m.d.comb += self.request_payload.ready.eq(1)
+                with m.If(take):
+                    m.d.sync += [count_in.eq(Cat(count_in[8:], byte)), left.eq(left - 1)]
+                    with m.If(left == 1):
+                        m.next = "read_check"
+            with m.State("read_check"):
+                m.d.sync += words.eq(count_in // ll.mem_bytes)
+                with m.If((count_in == 0) | (count_in % ll.mem_bytes != 0)
+                          | (count_in > ll.max_read_words * ll.mem_bytes)):
+                    answer(Status.BAD_LENGTH)
+                    m.next = "send"
+                with m.Else():
+                    m.next = "read_range"
+            with m.State("read_range"):
+                with m.If(addr_in + words > ll.memory_words):
+                    answer(Status.BAD_ADDRESS)
+                    m.next = "send"
+                with m.Else():
+                    m.d.sync += [waddr.eq(addr_in), have.eq(0)]
+                    answer(Status.OK, count_in)
+                    m.next = "read"
+            with m.State("read"):
+                # one word at a time: ask, take it (a response cannot wait), write it out
+                m.d.comb += self.owner.eq(1)
+                with m.If(~have & ser_free):
+                    with m.If(words == 0):
+                        m.next = "built"
+                    with m.Else():
+                        m.d.comb += [self.read.req.valid.eq(1),
+                                     self.read.req.payload.eq(waddr)]
+                        with m.If(self.read.req.ready):
+                            m.d.sync += [have.eq(1), waddr.eq(waddr + 1),
+                                         words.eq(words - 1)]
+                with m.If(have & self.read.resp.valid):
+                    m.d.sync += [have.eq(0), ser.eq(self.read.resp.payload),
+                                 ser_left.eq(ll.mem_bytes)]
+            with m.State("write_check"):
+                with m.If(addr_in + words > ll.memory_words):
+                    answer(Status.BAD_ADDRESS)
+                    m.next = "drain"
+                with m.Else():
+                    m.d.sync += waddr.eq(addr_in)
+                    m.next = "write"
+            with m.State("write"):
+                m.d.comb += self.owner.eq(1)
+                with m.If(got == ll.mem_bytes):
+                    m.d.comb += [self.write.wr.valid.eq(1),
+                                 self.write.wr.payload.addr.eq(waddr),
+                                 self.write.wr.payload.data.eq(word_in)]
+                    with m.If(self.write.wr.ready):
+                        m.d.sync += [got.eq(0), waddr.eq(waddr + 1)]
+                        with m.If(left == 0):
+                            answer(Status.OK)
+                            m.next = "send"
+                with m.Else():
+                    m.d.comb += self.request_payload.ready.eq(1)
+                    with m.If(take):
+                        m.d.sync += [word_in.eq(Cat(word_in[8:], byte)), got.eq(got + 1),
+                                     left.eq(left - 1)]
+            with m.State("gather"):  # a RUN's descriptors into the descriptor memory
+                m.d.comb += [dw_port.addr.eq(index), dw_port.data.eq(desc_in),
+                             dw_port.en.eq(got == ll.desc_bytes)]
+                with m.If(got == ll.desc_bytes):
+                    m.d.sync += [got.eq(0), index.eq(index + 1)]
+                    with m.If(left == 0):
+                        m.d.sync += [batch.eq(index + 1), index.eq(0), offered.eq(0),
+                                     elapsed.eq(0), have.eq(0),
+                                     ans_addr.eq(ll.block_bytes)]
+                        m.next = "run"
+                with m.Else():
+                    m.d.comb += self.request_payload.ready.eq(1)
+                    with m.If(take):
+                        m.d.sync += [desc_in.eq(Cat(desc_in[8:], byte)), got.eq(got + 1),
+                                     left.eq(left - 1)]
+            with m.State("run"):
+                # descriptors offered one a cycle (read ahead from their memory), status
+                # records written into the answer as they come; the batch's cycles run
+                # from its first offer to its last record
+                advance = ~have | (self.desc.valid & self.desc.ready)
+                m.d.comb += [dr_port.addr.eq(offered), dr_port.en.eq(advance),
+                             self.desc.valid.eq(have), self.desc.payload.eq(dr_port.data)]
+                with m.If(advance):
+                    with m.If(offered < batch):
+                        m.d.sync += [have.eq(1), offered.eq(offered + 1)]
+                    with m.Else():
+                        m.d.sync += have.eq(0)
+                m.d.sync += elapsed.eq(elapsed + 1)
+                m.d.comb += self.status.ready.eq(ser_free)
+                with m.If(self.status.valid & ser_free):
+                    m.d.sync += [ser.eq(self.status.payload.as_value()),
+                                 ser_left.eq(ll.status_bytes), index.eq(index + 1)]
+                    with m.If(index + 1 == batch):
+                        m.next = "run_done"
+            with m.State("run_done"):
+                with m.If(ser_free):  # the last record written: the block goes first
+                    m.d.sync += [ans_addr.eq(0), ser.eq(block), ser_left.eq(ll.block_bytes)]
+                    answer(Status.OK, ll.block_bytes + batch * ll.status_bytes)
+                    m.next = "built"
+            with m.State("built"):
+                with m.If(ser_free):
+                    m.next = "send"
+            with m.State("drain"):  # a refused request's payload, dropped
+                m.d.comb += self.request_payload.ready.eq(left != 0)
+                with m.If(take):
+                    m.d.sync += left.eq(left - 1)
+                with m.If((left == 0) | (take & (left == 1))):
+                    m.next = "send"
+            with m.State("replay"):
+                m.d.comb += self.request_payload.ready.eq(left != 0)
+                with m.If(take):
+                    m.d.sync += left.eq(left - 1)
+                with m.If((left == 0) | (take & (left == 1))):
+                    m.d.sync += [send_kind.eq(kept_kind), send_len.eq(kept_len), keep.eq(1)]
+                    m.next = "send"
+            with m.State("send"):
+                m.d.comb += [self.answer.valid.eq(1), self.answer.payload.seq.eq(send_seq),
+                             self.answer.payload.kind.eq(send_kind),
+                             self.answer.payload.length.eq(send_len)]
+                with m.If(self.answer.ready):
+                    with m.If(keep):
+                        m.d.sync += [kept_seq.eq(send_seq), kept_kind.eq(send_kind),
+                                     kept_len.eq(send_len), kept_valid.eq(send_seq != 0)]
+                    m.d.sync += [ans_addr.eq(0), have.eq(0), index.eq(0)]
+                    with m.If(send_len == 0):
+                        m.next = "idle"
+                    with m.Else():
+                        m.next = "send_payload"
+            with m.State("send_payload"):
+                pay = self.answer_payload
+                advance = ~have | (pay.valid & pay.ready)
+                m.d.comb += [ar_port.addr.eq(ans_addr), ar_port.en.eq(advance),
+                             pay.valid.eq(have), pay.payload.eq(ar_port.data)]
+                with m.If(advance):
+                    with m.If(ans_addr < send_len):
+                        m.d.sync += [have.eq(1), ans_addr.eq(ans_addr + 1)]
+                    with m.Else():
+                        m.d.sync += have.eq(0)
+                # the byte in hand is the last once every address has been read
+                with m.If(pay.valid & pay.ready & (ans_addr == send_len)):
+                    m.next = "idle"
+        m.d.comb += self.busy.eq(~fsm.ongoing("idle") | ~ser_free)
+        return m
+
+
+class HostLink(wiring.Component):
+    """The serial port's pins (``rx`` in, ``tx`` out; ``divisor`` clock cycles a bit)
+    to the chip: a :class:`RequestExecutor` between the UART and the frames of
+    docs/link.md, with the executor's ports to the chip and the memory
+    (``read``, ``write``, ``owner``, ``desc``, ``status``, ``counters``, ``idle``,
+    ``error``) as its own. ``busy``: a request is being carried out or answered (the
+    simulation runs the clock while it is high)."""
+
+    FRAME_PORTS = ("request", "request_payload", "answer", "answer_payload")
+
+    def __init__(self, config: ChipConfig, divisor: int):
+        self.config, self.divisor = config, divisor
+        self.uart_rx = UARTReceiver(divisor)  # checks the divisor
+        self.uart_tx = UARTTransmitter(divisor)
+        self.executor = RequestExecutor(config)
+        members = {name: member for name, member in self.executor.signature.members.items()
+                   if name not in (*self.FRAME_PORTS, "busy")}
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "busy": Out(1),
+                          **members})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.uart_rx = rx = self.uart_rx
+        m.submodules.uart_tx = tx = self.uart_tx
+        m.submodules.frames_in = frames_in = FrameReceiver()
+        m.submodules.frames_out = frames_out = FrameTransmitter()
+        m.submodules.executor = ex = self.executor
+        m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx)]
+        wiring.connect(m, rx.bytes, frames_in.bytes)
+        wiring.connect(m, frames_in.header, ex.request)
+        wiring.connect(m, frames_in.payload, ex.request_payload)
+        wiring.connect(m, ex.answer, frames_out.header)
+        wiring.connect(m, ex.answer_payload, frames_out.payload)
+        wiring.connect(m, frames_out.bytes, tx.bytes)
+        for name in self.signature.members:
+            if name in ("rx", "tx", "busy"):
+                continue
+            member, mine, theirs = self.signature.members[name], getattr(self, name), \
+                getattr(ex, name)
+            if member.is_port:
+                m.d.comb += (mine.eq(theirs) if member.flow == Out else theirs.eq(mine))
+            elif member.flow == Out:
+                wiring.connect(m, theirs, wiring.flipped(mine))
+            else:
+                wiring.connect(m, wiring.flipped(mine), theirs)
+        m.d.comb += self.busy.eq(rx.busy | frames_in.busy | ex.busy | frames_out.busy
+                                 | tx.busy)
+        return m
+
+
+class LinkedChip(wiring.Component):
+    """A chip reached over the host link: :class:`HostLink` on the serial pins
+    (``rx``, ``tx``), the :class:`~mixgcn.hdl.chip.Chip`, and a
+    :class:`MemoryArbiter` giving both the one memory bus ``memory`` (what a board
+    puts its memory on). ``busy``: the link is carrying out or answering a request."""
+
+    def __new__(cls, config, *args, **kwargs):
+        if not isinstance(config, ChipConfig):
+            raise TypeError(f"expected a ChipConfig, got {config!r}")
+        return super().__new__(cls)
+
+    def __init__(self, config: ChipConfig, divisor: int):
+        self.config = config
+        self.link = HostLink(config, divisor)
+        lay = self.link.executor.layouts.chip
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "busy": Out(1),
+                          "memory": Out(MemoryBus(config.addr_width, lay.mem_width))})
+
+    def elaborate(self, platform):
+        from mixgcn.hdl.chip import Chip
+
+        c = self.config
+        m = Module()
+        m.submodules.link = link = self.link
+        m.submodules.chip = chip = Chip(c)
+        m.submodules.arbiter = arbiter = MemoryArbiter(c.addr_width,
+                                                       link.executor.layouts.chip.mem_width)
+        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx), self.busy.eq(link.busy),
+                     arbiter.owner.eq(link.owner), link.idle.eq(chip.idle),
+                     link.error.eq(chip.error)]
+        wiring.connect(m, link.desc, chip.desc)
+        wiring.connect(m, chip.status, link.status)
+        wiring.connect(m, chip.counters, link.counters)
+        wiring.connect(m, chip.memory, arbiter.chip)
+        wiring.connect(m, link.read, arbiter.host_read)
+        wiring.connect(m, link.write, arbiter.host_write)
+        wiring.connect(m, arbiter.memory, wiring.flipped(self.memory))
+        return m

@@ -56,19 +56,27 @@ class Board:
     bram_cell: str
     bram_bits: int  # all block RAM of the part (its data and parity bits)
     link_pins: tuple[tuple[str, int, str], ...] = ()
+    oscillator_mhz: float = 12.0  # the board's oscillator: the chip's clock when mhz is None
+
+    @property
+    def chip_hz(self) -> float:
+        """The chip's clock (what times the host link's serial line)."""
+        return (self.mhz or self.oscillator_mhz) * 1e6
 
 
 BOARDS: dict[str, Board] = {
     "ulx3s-85f": Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ecp5",
                        "LFE5U-85F-6BG381C", 100.0, ("gpio", 0, ("0+", "0-", "1+", "1-")),
                        "TRELLIS_COMB", "MULT18X18D", "DP16KD", 208 * 18432,
-                       tuple(("gpio", 0, f"{i}{s}") for i in range(2, 28) for s in "+-")),
+                       tuple(("gpio", 0, f"{i}{s}") for i in range(2, 28) for s in "+-"),
+                       oscillator_mhz=25.0),
     "ecpix5-85f": Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecp5",
                         "LFE5UM5G-85F-8BG554C", 100.0, ("pmod", 0, ("1", "2", "3", "4")),
                         "TRELLIS_COMB", "MULT18X18D", "DP16KD", 208 * 18432,
                         tuple(("pmod", n, pin) for n in range(8)
                               for pin in ("1", "2", "3", "4", "7", "8", "9", "10")
-                              if (n, pin) not in {(0, "1"), (0, "2"), (0, "3"), (0, "4")})),
+                              if (n, pin) not in {(0, "1"), (0, "2"), (0, "3"), (0, "4")}),
+                        oscillator_mhz=100.0),
     "icebreaker": Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40",
                         "iCE40UP5K-SG48", None, ("pmod", 0, ("1", "2", "3", "4")),
                         "ICESTORM_LC", "ICESTORM_DSP", "ICESTORM_RAM", 30 * 4096),

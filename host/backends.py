@@ -76,7 +76,7 @@ def open_board(*, chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "
 
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r}: expected one of {', '.join(BOARDS)}")
-    clock_hz = (BOARDS[board].mhz or 12.0) * 1e6  # the iCEBreaker's chip runs at 12 MHz
+    clock_hz = BOARDS[board].chip_hz
     divisor = divisor_for(clock_hz, baud)  # refuses a rate the clock cannot make
     name = f"board {index} ({board}, {chip_name}, {port})"
     if port == "sim":

@@ -133,9 +133,12 @@ class BoardDevice:
         for a, b in itertools.pairwise(cuts):
             part = self.timeouts.batch_cycles(self._lay, ints[a:b])
             seconds = self.timeouts.reply_seconds(part) + part / self.clock_hz
-            if hasattr(self.port, "send_seconds"):  # a simulated port runs the batch
-                self.port.send_seconds = seconds
-            answer = self._request(Op.RUN, descriptors[a:b].tobytes(), timeout=seconds,
+            wait = seconds
+            if hasattr(self.port, "send_seconds"):
+                # a simulated port runs the batch before its write returns: that is
+                # where the time goes, and the answer is there or lost when it does
+                self.port.send_seconds, wait = seconds, None
+            answer = self._request(Op.RUN, descriptors[a:b].tobytes(), timeout=wait,
                                    doing=f"running {label} (descriptors {a}..{b - 1})")
             block = self._parse_block(answer)
             want = ll.block_bytes + (b - a) * ll.status_bytes

@@ -198,6 +198,14 @@ def cmd_train(args) -> int:
                         ("--baud", args.baud)):
         if given is not None and args.backend != "board":
             raise _fail(f"{flag} applies to --backend board only")
+    if args.backend == "board":
+        from mixgcn.hdl.uart import divisor_for
+
+        board = BOARD_NAMES[args.board or "ulx3s-85f"]
+        try:  # a line the board's clock cannot make, refused before anything is built
+            divisor_for(board.chip_hz, args.baud or DEFAULT_BAUD)
+        except ValueError as e:
+            raise _fail(f"--baud {args.baud}: {e}") from None
     parallel, world = _parallel(args)
     precision = args.precision or ("fixed16" if rtl else "float32")
     if rtl and precision != "fixed16":

@@ -103,13 +103,19 @@ def test_unwritable_json_is_refused_before_training(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--chip", "tiny"], "--chip applies to --backend rtl only"),
-    (["--no-pipeline"], "--no-pipeline applies to --backend rtl only"),
-    (["--memory", "hbm"], "--memory applies to --backend rtl only"),
+    (["--chip", "tiny"], "--chip applies to --backend rtl or board only"),
+    (["--no-pipeline"], "--no-pipeline applies to --backend rtl or board only"),
+    (["--memory", "hbm"], "--memory applies to --backend rtl or board only"),
+    (["--backend", "rtl", "--port", "sim"], "--port applies to --backend board only"),
+    (["--backend", "rtl", "--baud", "9600"], "--baud applies to --backend board only"),
+    (["--board", "icebreaker"], "--board applies to --backend board only"),
+    (["--backend", "board", "--baud", "70000000"],
+     "a 100 MHz clock cannot make 70,000,000 baud"),
     (["--backend", "rtl", "--chip", "huge"], "unknown chip 'huge': expected one of tiny, "
                                              "default, micro, ecp5 or a .json file"),
     (["--backend", "rtl", "--chip", "nowhere.json"], "chip file nowhere.json: No such file"),
     (["--backend", "rtl", "--precision", "float32"], "--precision float32 is not available"),
+    (["--backend", "board", "--precision", "float32"], "--precision float32 is not available"),
 ])
 def test_backend_options_are_checked(args, message):
     with pytest.raises(SystemExit, match=message):

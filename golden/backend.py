@@ -137,6 +137,9 @@ class DeviceReport:
     device_seconds: float = 0.0
     chip: dict | None = None  # the chip's configuration (ChipConfig.to_dict())
     parallel: dict | None = None  # P chips: sharding, bytes moved (host.sharded)
+    # the device counts the words the chip's memory moved (a simulated memory does; a
+    # board's does not, and its JSON then has no chip_words_* keys rather than zeros)
+    memory_counted: bool = True
 
     def to_json(self) -> dict:
         """The report's keys in a run's JSON (README, "Command line")."""
@@ -162,14 +165,16 @@ class DeviceReport:
                                                 pairing=b.pairing, runs=0, cycles=0))
             rec.update(runs=rec["runs"] + 1, cycles=rec["cycles"] + b.cycles,
                        last_cycles=b.cycles, last_sae_busy=b.sae_busy, last_dce_busy=b.dce_busy)
+        chip_words = dict(chip_words_read=sum(reads.values()), chip_words_read_per_op=reads,
+                          chip_words_written=writes,
+                          chip_words_read_distinct=sum(distinct.values()),
+                          chip_words_read_distinct_per_op=distinct)
         return dict(cycles=self.cycles, sae_busy_cycles=busy["sae"],
                     dce_busy_cycles=busy["dce"], cycles_per_op=per_op,
                     cycles_per_site=per_site, kernel_runs=self.kernel_runs,
                     sim_seconds=self.device_seconds, memory_words_written=self.words_written,
-                    memory_words_read=self.words_read, chip_words_read=sum(reads.values()),
-                    chip_words_read_per_op=reads, chip_words_written=writes,
-                    chip_words_read_distinct=sum(distinct.values()),
-                    chip_words_read_distinct_per_op=distinct,
+                    memory_words_read=self.words_read,
+                    **(chip_words if self.memory_counted else {}),
                     buffer_loads=loads, buffer_rows_loaded=rows_loaded,
                     chip_config=self.chip,
                     **(self.parallel or {}))

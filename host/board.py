@@ -77,6 +77,9 @@ class BoardDevice:
     seconds the host waits for any other answer; ``retries``: how often a request is
     sent again (docs/link.md)."""
 
+    backend = "board"  # what a run's JSON names as its backend
+    counts_memory = False  # the board does not count its memory's words
+
     def __init__(self, config: ChipConfig, port, *, name: str = "board",
                  clock_hz: float = 25e6, timeout: float = 2.0, retries: int = 3,
                  timeouts: TimeoutPolicy = TIMEOUTS):

@@ -122,10 +122,10 @@ class Batch:
 class ChipBackend:
     """The :class:`~mixgcn.golden.backend.Backend` protocol on one chip device."""
 
-    name = "rtl"
-
     def __init__(self, device: ChipDevice, *, pipeline: bool = True):
         self.device = device
+        # what runs the chip ("rtl": a simulated chip; "board": one behind its link)
+        self.name = getattr(device, "backend", "rtl")
         self.config: ChipConfig = device.config
         self.lay = ChipLayouts(self.config)
         self.L = self.config.lanes
@@ -136,7 +136,8 @@ class ChipBackend:
         self.desc_bytes = -(-self.lay.desc_layout.size // 8)
         self.pipeline = pipeline  # False: every kernel alone (to measure the pipeline)
         self.follow = True  # an SpMM trails its LOAD (False only to test that it may not)
-        self._report = DeviceReport(backend=self.name, cycles=0, chip=self.config.to_dict())
+        self._report = DeviceReport(backend=self.name, cycles=0, chip=self.config.to_dict(),
+                                    memory_counted=getattr(device, "counts_memory", True))
         # sparse operands kept in the upper half: content hash -> (address, beats)
         self._kept: dict[str, tuple[int, int]] = {}
         self._kept_base = self.capacity

@@ -47,6 +47,7 @@ _FABRIC = "tests/test_fabric.py"
 _MEMORY = "tests/test_chip_cocotb.py::test_memory_model_cocotb"
 _UART = "tests/test_link.py::test_uart_cocotb[16]"
 _FRAMES = "tests/test_link.py::test_frames_cocotb"
+_BOARD = "tests/test_board_link.py"
 
 MUTANTS = [
     Mutant("rounding", "hdl/output_stage.py",
@@ -283,6 +284,22 @@ MUTANTS = [
     Mutant("frames-crc-order", "hdl/frames.py", 'emit(crc[:8], "crc1", crc_it=False)',
            'emit(crc[8:], "crc1", crc_it=False)', (_FRAMES,),
            "an answer's CRC goes out high byte first"),
+    Mutant("link-replay", "hdl/host_link.py",
+           "with m.Elif(kept_valid & (p.seq != 0) & (p.seq == kept_seq)):",
+           "with m.Elif(0):",
+           (f"{_BOARD}::test_a_lost_answer_is_asked_again_and_a_run_runs_once",),
+           "a request sent again after a lost answer is carried out again (a RUN runs "
+           "twice)"),
+    Mutant("link-keep-damaged", "hdl/host_link.py",
+           "answer(Status.BAD_CHECKSUM, kept=False)", "answer(Status.BAD_CHECKSUM)",
+           (f"{_BOARD}::test_the_board_refuses_what_it_cannot_do_and_does_none_of_it",),
+           "the answer to a damaged request replaces the kept one"),
+    Mutant("link-write-range", "hdl/host_link.py",
+           "            with m.State(\"write_check\"):\n"
+           "                with m.If(addr_in + words > ll.memory_words):",
+           "            with m.State(\"write_check\"):\n                with m.If(0):",
+           (f"{_BOARD}::test_the_board_refuses_what_it_cannot_do_and_does_none_of_it",),
+           "a WRITE past the memory's end is carried out (wrapping to its start)"),
 ]
 
 

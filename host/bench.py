@@ -786,11 +786,81 @@ def bench_boards():
     return dict(boards=builds), rows
 
 
+def bench_link() -> tuple[dict, list[str]]:
+    """The host link's throughput, measured on the simulated board top: the default
+    chip behind its link at the ULX3S's chip clock and the default line rate, full
+    WRITE and READ frames timed in the board's clock cycles (every byte of the frames,
+    the executor's work and the answers). Then what that means for a Cora epoch: the
+    words the host moves to and from the chip in one epoch (counted by an ``rtl`` run:
+    the difference of 2 epochs and 1) at the measured rates, beside the epoch's own
+    cycles at that clock — an implied figure, labelled so."""
+    from mixgcn.gen.board import BOARDS
+    from mixgcn.hdl.uart import divisor_for
+    from mixgcn.host.backends import DEFAULT_BAUD
+    from mixgcn.host.board import BoardDevice
+    from mixgcn.sim.board.process import SimulatedSerialPort
+
+    board, chip = BOARDS["ulx3s-85f"], CHIP_PRESETS["default"]
+    clock, baud = board.chip_hz, DEFAULT_BAUD
+    divisor = divisor_for(clock, baud)
+    _log(f"link: the default chip's board top at {clock / 1e6:g} MHz, {baud:,} baud "
+         f"({divisor} cycles a bit)")
+    with SimulatedSerialPort(chip, divisor=divisor,
+                             on_build=lambda: _log("building the board top (once)")) as port:
+        dev = BoardDevice(chip, port, clock_hz=clock, timeout=0.05)
+        ll = dev.layouts
+        words = np.random.default_rng(0).integers(0, 256, (4 * ll.max_write_words,
+                                                           ll.mem_bytes), dtype=np.uint8)
+        start = port.cycles
+        dev.write(0, words)
+        write_cycles = port.cycles - start
+        start = port.cycles
+        back = dev.read(0, len(words))
+        read_cycles = port.cycles - start
+        if not np.array_equal(back, words):
+            raise RuntimeError("the link's bench read back other words than it wrote")
+        resent = dev.link.resent
+    payload = words.nbytes
+    write_bps, read_bps = payload * clock / write_cycles, payload * clock / read_cycles
+    line_bps = baud / 10  # 8N1: ten bits a byte
+    cora = _cora()
+    _log("link: Cora on the default chip (rtl), 1 and 2 epochs, for the words the host "
+         "moves per epoch")
+    one, two = _train_rtl(cora, 1), _train_rtl(cora, 2)
+    to_chip = two["memory_words_written"] - one["memory_words_written"]
+    from_chip = two["memory_words_read"] - one["memory_words_read"]
+    epoch_cycles = two["epoch_cycles"][-1]
+    link_s = (to_chip * ll.mem_bytes / write_bps + from_chip * ll.mem_bytes / read_bps)
+    chip_s = epoch_cycles / clock
+    rows = [f"Host link (measured in simulation of the board top: default chip, "
+            f"{clock / 1e6:g} MHz, {baud:,} baud, {divisor} cycles a bit)",
+            f"  line: {line_bps:,.0f} bytes/s each way (8N1); {len(words)} words "
+            f"({payload:,} bytes) in {-(-len(words) // ll.max_write_words)} frames each way",
+            f"  WRITE: {write_cycles:,} cycles, {write_bps:,.0f} payload bytes/s "
+            f"({write_bps / line_bps:.1%} of the line)",
+            f"  READ:  {read_cycles:,} cycles, {read_bps:,.0f} payload bytes/s "
+            f"({read_bps / line_bps:.1%} of the line); {resent} requests sent again",
+            f"  implied for a Cora epoch (the 2nd): the host writes {to_chip:,} words and "
+            f"reads {from_chip:,} ({(to_chip + from_chip) * ll.mem_bytes / 1e6:.2f} MB): "
+            f"{link_s:.1f} s on the link, against {chip_s * 1e3:.2f} ms of chip time "
+            f"({epoch_cycles:,} cycles at {clock / 1e6:g} MHz)"]
+    return dict(link=dict(board="ulx3s-85f", clock_hz=clock, baud=baud, divisor=divisor,
+                          frame_words=len(words), payload_bytes=payload,
+                          write_cycles=write_cycles, read_cycles=read_cycles,
+                          write_bytes_per_second=write_bps, read_bytes_per_second=read_bps,
+                          line_bytes_per_second=line_bps, resent=resent,
+                          cora_epoch_words_to_chip=to_chip,
+                          cora_epoch_words_from_chip=from_chip,
+                          cora_epoch_cycles=epoch_cycles,
+                          cora_epoch_link_seconds_implied=link_s,
+                          cora_epoch_chip_seconds_implied=chip_s)), rows
+
+
 SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": bench_rtl,
             "presets": bench_presets, "memory": bench_memory, "tiling": bench_tiling,
             "comm": bench_comm,
             "mop_rtl": bench_mop_rtl,
-            "fabric": bench_fabric, "boards": bench_boards}
+            "fabric": bench_fabric, "link": bench_link, "boards": bench_boards}
 # sections run only when named with --only (make bench-boards): an hour or more
 SLOW_SECTIONS = {"boards"}
 

@@ -822,7 +822,7 @@ def bench_link() -> tuple[dict, list[str]]:
         resent = dev.link.resent
     payload = words.nbytes
     write_bps, read_bps = payload * clock / write_cycles, payload * clock / read_cycles
-    line_bps = baud / 10  # 8N1: ten bits a byte
+    line_bps = clock / divisor / 10  # the rate the divisor makes (8N1: ten bits a byte)
     cora = _cora()
     _log("link: Cora on the default chip (rtl), 1 and 2 epochs, for the words the host "
          "moves per epoch")
@@ -834,7 +834,8 @@ def bench_link() -> tuple[dict, list[str]]:
     chip_s = epoch_cycles / clock
     rows = [f"Host link (measured in simulation of the board top: default chip, "
             f"{clock / 1e6:g} MHz, {baud:,} baud, {divisor} cycles a bit)",
-            f"  line: {line_bps:,.0f} bytes/s each way (8N1); {len(words)} words "
+            f"  line: {line_bps:,.0f} bytes/s each way (8N1 at {clock / divisor:,.0f} "
+            f"baud, what {divisor} cycles a bit make); {len(words)} words "
             f"({payload:,} bytes) in {-(-len(words) // ll.max_write_words)} frames each way",
             f"  WRITE: {write_cycles:,} cycles, {write_bps:,.0f} payload bytes/s "
             f"({write_bps / line_bps:.1%} of the line)",

@@ -29,15 +29,11 @@ from cocotb.utils import get_sim_time
 
 from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile
 from mixgcn.hdl.chip import ChipLayouts
-from mixgcn.host.device import recv_message, send_message
 from mixgcn.sim.board.harness import BYTE_DEPTH
 from mixgcn.sim.build import CLOCK_PERIOD_NS
+from mixgcn.sim.chip.server import HostGone, serve_requests
 
 WATCH_CYCLES = 200_000  # cycles between checks that the host still lives
-
-
-class HostGone(Exception):
-    """The host process that started this server has ended."""
 
 
 class BoardServer:
@@ -46,6 +42,9 @@ class BoardServer:
         self.dut, self.config, self.divisor, self.memory = dut, config, divisor, memory
         self.host_pid = host_pid
         self.cycles = 0  # clock cycles the board has run
+
+    def host_alive(self) -> bool:
+        return os.getppid() == self.host_pid
 
     async def start(self) -> None:
         dut, m = self.dut, self.memory
@@ -77,7 +76,7 @@ class BoardServer:
         await RisingEdge(dut.clk)
         while not int(dut.quiet.value):
             fired = await First(RisingEdge(dut.quiet), ClockCycles(dut.clk, WATCH_CYCLES))
-            if not isinstance(fired, RisingEdge) and os.getppid() != self.host_pid:
+            if not isinstance(fired, RisingEdge) and not self.host_alive():
                 raise HostGone
             await RisingEdge(dut.clk)  # the value settled after the edge
         cycles = round((get_sim_time("ns") - start) / CLOCK_PERIOD_NS)
@@ -124,23 +123,4 @@ async def serve(dut):
     server = BoardServer(dut, config, divisor, memory, host_pid)
     await server.start()
     with socket.socket(fileno=int(os.environ["MIXGCN_SERVER_FD"])) as sock:
-        while os.getppid() == host_pid:
-            try:
-                message = recv_message(sock)  # blocks: the simulation waits for the host
-            except OSError:
-                return
-            if message is None:
-                return
-            req, blob = message
-            try:
-                reply, out = await server.handle(req, blob)
-            except HostGone:
-                return
-            except Exception as e:  # every failure is the host's to report, in one line
-                reply, out = dict(ok=False, error=f"{type(e).__name__}: {e}"), b""
-            try:
-                send_message(sock, reply, out)
-            except OSError:
-                return
-            if req.get("op") == "close":
-                return
+        await serve_requests(server, sock)

@@ -165,10 +165,13 @@ async def serve(dut):
     for chip in chips:
         await chip.start()  # the reset is shared: every chip's inputs are set first
     with socket.socket(fileno=int(os.environ["MIXGCN_SERVER_FD"])) as sock:
-        await _serve(server, sock)
+        await serve_requests(server, sock)
 
 
-async def _serve(server: ChipServer, sock: socket.socket) -> None:
+async def serve_requests(server, sock: socket.socket) -> None:
+    """Answer the host's requests on ``sock`` with ``server`` (its ``handle`` and
+    ``host_alive``) until the host closes the connection, asks to close, or is gone;
+    the board server (:mod:`mixgcn.sim.board.server`) serves the same way."""
     while server.host_alive():
         try:
             message = recv_message(sock)  # blocks: the simulation waits for the host

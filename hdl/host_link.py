@@ -202,6 +202,19 @@ class RequestExecutor(wiring.Component):
         count_in = Signal(16)
         got = Signal(range(max(ll.mem_bytes, ll.desc_bytes) + 1))  # bytes of this word
 
+        def take_into(reg):
+            """Take the payload's next byte into the top of ``reg`` (a word's bytes)."""
+            m.d.comb += self.request_payload.ready.eq(1)
+            with m.If(take):
+                m.d.sync += [reg.eq(Cat(reg[8:], byte)), got.eq(got + 1), left.eq(left - 1)]
+
+        def drop_payload():
+            """Take and drop what is left of the payload; True once it is all taken."""
+            m.d.comb += self.request_payload.ready.eq(left != 0)
+            with m.If(take):
+                m.d.sync += left.eq(left - 1)
+            return (left == 0) | (take & (left == 1))
+
         # bytes out into the answer memory: a shift register emptied from the bottom
         ser_width = 8 * max(ll.mem_bytes, ll.status_bytes, ll.block_bytes)
         ser, ser_left = Signal(ser_width), Signal(range(ser_width // 8 + 1))
@@ -231,7 +244,6 @@ class RequestExecutor(wiring.Component):
                                  elapsed, self.idle, self.error.as_value()))
 
         length_ok = Signal()
-        run_count = Signal(range(MAX_PAYLOAD + 1))
 
         with m.FSM() as fsm:
             with m.State("idle"):
@@ -262,7 +274,7 @@ class RequestExecutor(wiring.Component):
                         m.d.sync += length_ok.eq(n == ADDRESS_BYTES + 2)
                         m.next = "address"
                     with m.Case(Op.RUN):
-                        m.d.sync += [run_count.eq(n // ll.desc_bytes), index.eq(0),
+                        m.d.sync += [index.eq(0),
                                      length_ok.eq((n != 0) & (n % ll.desc_bytes == 0)
                                                   & (n <= ll.max_batch * ll.desc_bytes))]
                         m.next = "run_check"
@@ -352,10 +364,7 @@ class RequestExecutor(wiring.Component):
                             answer(Status.OK)
                             m.next = "send"
                 with m.Else():
-                    m.d.comb += self.request_payload.ready.eq(1)
-                    with m.If(take):
-                        m.d.sync += [word_in.eq(Cat(word_in[8:], byte)), got.eq(got + 1),
-                                     left.eq(left - 1)]
+                    take_into(word_in)
             with m.State("gather"):  # a RUN's descriptors into the descriptor memory
                 m.d.comb += [dw_port.addr.eq(index), dw_port.data.eq(desc_in),
                              dw_port.en.eq(got == ll.desc_bytes)]
@@ -367,10 +376,7 @@ class RequestExecutor(wiring.Component):
                                      ans_addr.eq(ll.block_bytes)]
                         m.next = "run"
                 with m.Else():
-                    m.d.comb += self.request_payload.ready.eq(1)
-                    with m.If(take):
-                        m.d.sync += [desc_in.eq(Cat(desc_in[8:], byte)), got.eq(got + 1),
-                                     left.eq(left - 1)]
+                    take_into(desc_in)
             with m.State("run"):
                 # descriptors offered one a cycle (read ahead from their memory), status
                 # records written into the answer as they come; the batch's cycles run
@@ -399,16 +405,10 @@ class RequestExecutor(wiring.Component):
                 with m.If(ser_free):
                     m.next = "send"
             with m.State("drain"):  # a refused request's payload, dropped
-                m.d.comb += self.request_payload.ready.eq(left != 0)
-                with m.If(take):
-                    m.d.sync += left.eq(left - 1)
-                with m.If((left == 0) | (take & (left == 1))):
+                with m.If(drop_payload()):
                     m.next = "send"
-            with m.State("replay"):
-                m.d.comb += self.request_payload.ready.eq(left != 0)
-                with m.If(take):
-                    m.d.sync += left.eq(left - 1)
-                with m.If((left == 0) | (take & (left == 1))):
+            with m.State("replay"):  # a request answered already: its payload dropped
+                with m.If(drop_payload()):
                     m.d.sync += [send_kind.eq(kept_kind), send_len.eq(kept_len), keep.eq(1)]
                     m.next = "send"
             with m.State("send"):
@@ -419,7 +419,7 @@ class RequestExecutor(wiring.Component):
                     with m.If(keep):
                         m.d.sync += [kept_seq.eq(send_seq), kept_kind.eq(send_kind),
                                      kept_len.eq(send_len), kept_valid.eq(send_seq != 0)]
-                    m.d.sync += [ans_addr.eq(0), have.eq(0), index.eq(0)]
+                    m.d.sync += [ans_addr.eq(0), have.eq(0)]
                     with m.If(send_len == 0):
                         m.next = "idle"
                     with m.Else():

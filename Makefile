@@ -64,13 +64,14 @@ verilog: $(STAMP)
 
 # A bitstream for an FPGA board with the open toolchain (YoWASP, from PyPI), and its
 # report from the tools: make board BOARD=ulx3s-85f CHIP=ecp5 [CHIPS=2 [FABRIC=serial]]
-# (serial: a chip per board, a bitstream each). Large chips take tens of minutes (place
+# [SEED=N] (serial: a chip per board, a bitstream each; SEED: nextpnr's placement seed). Large chips take tens of minutes (place
 # and route is single-threaded WebAssembly).
 BOARD ?= ulx3s-85f
 CHIP  ?= ecp5
 board: $(STAMP)
 	$(VENV)/bin/mixgcn board --board $(BOARD) --chip $(CHIP) --fabric $(FABRIC) \
-		--chips $(if $(filter command line environment,$(origin CHIPS)),$(CHIPS),1)
+		--chips $(if $(filter command line environment,$(origin CHIPS)),$(CHIPS),1) \
+		$(if $(SEED),--seed $(SEED))
 
 bench: $(STAMP)
 	$(PY) -m mixgcn.host.bench --out bench/results.json

@@ -314,12 +314,14 @@ LINK_PINS = len(LINK_FIELDS) - 1 + FABRIC_PRESETS["serial"].link_width
 
 def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int = 1,
                 fabric: str = "crossbar", out: Path, mhz: float | None = None,
-                progress=print, verbose: bool = False) -> dict:
+                seed: int | None = None, progress=print, verbose: bool = False) -> dict:
     """Build ``chips`` chips of ``chip`` for ``board_name``: on one FPGA joined by a
     crossbar (``fabric="crossbar"``: one bitstream), or a chip per board joined by
     serial links on pins (``fabric="serial"``: a bitstream per board, in
-    ``out/board<p>``). Returns the report (also written to ``out/report.json``); a
-    serial system's lists each board's under ``boards``."""
+    ``out/board<p>``). ``seed``: nextpnr's placement seed (its default when None);
+    Fmax moves by several MHz from one placement to another, so a design is judged
+    over seeds. Returns the report (also written to ``out/report.json``); a serial
+    system's lists each board's under ``boards``."""
     if board_name not in BOARDS:
         raise BoardError(f"unknown board {board_name!r}: expected one of {', '.join(BOARDS)}")
     board = BOARDS[board_name]
@@ -337,6 +339,9 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
                          "supported there")
     if mhz is not None and not 1 <= mhz <= 400:
         raise BoardError(f"--mhz must be in 1..400, got {mhz}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                             or not 0 <= seed < 2**31):
+        raise BoardError(f"--seed must be an integer in 0..{2**31 - 1}, got {seed!r}")
     check_tools(board)
     per_board = 1 if fabric == "serial" else chips
     check_fits(board, chip, per_board)
@@ -350,7 +355,7 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     def one(design, out: Path, label: str) -> dict:
         return _build_one(board, design, out=out, label=label,
                           mhz=(mhz or board.mhz) if board.family == "ecp5" else None,
-                          chips=chips, progress=progress, verbose=verbose)
+                          chips=chips, seed=seed, progress=progress, verbose=verbose)
 
     if fabric == "crossbar":
         progress(f"[{board_name}] elaborating {chips} x {chip_name} ...")
@@ -359,7 +364,8 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
         except ConfigError as e:
             raise BoardError(str(e)) from None
         report = {"board": board_name, "device": board.device, "chips": chips,
-                  "chip": chip_name, "fabric": fabric, **one(design, out, board_name)}
+                  "chip": chip_name, "fabric": fabric, "seed": seed,
+                  **one(design, out, board_name)}
     else:
         from mixgcn.hdl.system import SystemNode
 
@@ -371,7 +377,7 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
                                                 f"{board_name} {p}")})
         worst = min(boards, key=lambda b: b["fmax_mhz"] or 0)
         report = {"board": board_name, "device": board.device, "chips": chips,
-                  "chip": chip_name, "fabric": fabric,
+                  "chip": chip_name, "fabric": fabric, "seed": seed,
                   **{k: worst[k] for k in ("lut4", "ff", "dsp", "bram", "fmax_mhz",
                                            "target_mhz")},
                   "timing_met": all(b["timing_met"] for b in boards),
@@ -393,7 +399,8 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
 YOSYS_HIDE_INDEXED = "rename -hide w:*[[]*"
 
 
-def board_plan(board: Board, design, *, mhz: float | None, chips: int):
+def board_plan(board: Board, design, *, mhz: float | None, chips: int,
+               seed: int | None = None):
     """``design`` in a :class:`~mixgcn.hdl.board.BoardTop` on ``board``'s platform, its
     scan pins (and link pins) added: the top and amaranth's build plan (the files and
     the tools' commands), nothing run yet."""
@@ -423,19 +430,22 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int):
     # minutes and gave `micro` a faster result too; --timing-allow-fail: a missed target
     # is reported. The engines' copies of control registers stay apart
     # (mixgcn.hdl.timing).
+    opts = "--timing-allow-fail --report top.report.json"
+    if seed is not None:
+        opts += f" --seed {seed}"
     plan = platform.build(top, name="top", do_build=False, synth_opts=synth,
                           script_after_read=f"{YOSYS_HIDE_INDEXED}\n{YOSYS_KEEP_APART}",
-                          nextpnr_opts="--timing-allow-fail --report top.report.json")
+                          nextpnr_opts=opts)
     return top, plan
 
 
 def _build_one(board: Board, design, *, out: Path, label: str, mhz: float | None,
-               chips: int, progress, verbose: bool) -> dict:
+               chips: int, seed: int | None, progress, verbose: bool) -> dict:
     """One bitstream of ``design`` in a :class:`~mixgcn.hdl.board.BoardTop`: the tools
     run one stage at a time; the figures from their reports."""
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    top, plan = board_plan(board, design, mhz=mhz, chips=chips)
+    top, plan = board_plan(board, design, mhz=mhz, chips=chips, seed=seed)
     plan.extract(out)
     seconds = {"elaborate": round(time.monotonic() - t0, 1)}
     commands = json.loads(plan.files["build_top.json"])["commands"]

@@ -158,16 +158,18 @@ class MACArray(wiring.Component):
 
     A word ``accept``-ed in cycle t (``a``: R values, of which lanes at or past ``k`` −
     ``base`` are zeroed — past the reduction; ``b``: C values, used by ``XTG``; ``mask``:
-    the row's ReLU' bits) enters s1 at t+1 and s2 at t+2, beside the weights read from
-    the store in cycle t and registered at t+2 (so no path runs from a block RAM's
-    output to a multiplier, and ``XTG``'s operands take the weights' registers). The
-    cells take s2 and those registers, and their products appear at t+4.
+    the row's ReLU' bits) enters s1 at t+1, s2 at t+2 and s3 at t+3. The weights read
+    from the store in cycle t leave its block RAMs at t+1 and are registered twice:
+    as they are at t+2 (``stored``, a register with nothing in front of it, which the
+    placer can put beside the block RAM: the RAM's slow output then never crosses the
+    die in the same cycle), then at t+3 beside s3, where ``XTG``'s operands take their
+    place. The cells take s3 and those registers, and their products appear at t+5.
 
     ``XW``/``XWT``: each column adds its R products in a tree of ⌈log2 R⌉ registered
     levels (products are 2·width bits, the tree grows a bit a level), then a column
     accumulator adds the chunks of a row (``first`` starts a new sum); a word with
     ``row_end`` completes an output row, whose C sums reach ``feed`` at
-    t+5+⌈log2 R⌉. ``XTG`` (``xtg``): every word adds an outer product into the R × C
+    t+6+⌈log2 R⌉. ``XTG`` (``xtg``): every word adds an outer product into the R × C
     cells' accumulators (``clear`` zeroes them); ``drain`` (one cycle) sends
     accumulator row 0 to ``feed`` two cycles later and moves every row up one, so the
     j-th drain sends row j (the last when ``drain_row + 1 == k``). Columns at or past
@@ -192,7 +194,7 @@ class MACArray(wiring.Component):
             "base": In(range(c.max_k + R + 1)), "k": In(range(c.max_k + 1)),
             "drain": In(1), "drain_row": In(range(R + 1)),
             "feed": Out(stream.Signature(in_layout, always_ready=True)), "empty": Out(1),
-            "in_flight": Out(range(7 + (R - 1).bit_length())),
+            "in_flight": Out(range(8 + (R - 1).bit_length())),
         })
 
     def elaborate(self, platform):
@@ -212,7 +214,7 @@ class MACArray(wiring.Component):
         # a word's flags travel beside it: (valid, first, end, last, mask), one register
         # a cycle, from s1 to the cycle its column sums leave the tree
         flags = [(s1_valid, s1_first, s1_end, s1_last, s1_mask)]
-        for stage in range(3 + (R - 1).bit_length()):
+        for stage in range(4 + (R - 1).bit_length()):
             regs = (Signal(name=f"valid{stage + 2}"), Signal(name=f"first{stage + 2}"),
                     Signal(name=f"end{stage + 2}"), Signal(name=f"last{stage + 2}"),
                     Signal(C, name=f"mask{stage + 2}"))
@@ -221,20 +223,22 @@ class MACArray(wiring.Component):
         # each row of the weights' registers takes its choice from its own copy of
         # `xtg` (a row's C·width multiplexers)
         xtg = [copy(1, name=f"xtg{r}") for r in range(R)]
-        s2_a, weights = Signal.like(self.a), Signal.like(self.weights)
-        m.d.sync += [s2_a.eq(s1_a), *(x.eq(self.xtg) for x in xtg)]
-        m.d.sync += [weights[r].eq(Mux(xtg[r], s1_b, self.weights[r])) for r in range(R)]
+        s2_a, s3_a, s2_b = Signal.like(self.a), Signal.like(self.a), Signal.like(self.b)
+        stored, weights = Signal.like(self.weights), Signal.like(self.weights)
+        m.d.sync += [s2_a.eq(s1_a), s3_a.eq(s2_a), s2_b.eq(s1_b), stored.eq(self.weights),
+                     *(x.eq(self.xtg) for x in xtg)]
+        m.d.sync += [weights[r].eq(Mux(xtg[r], s2_b, stored[r])) for r in range(R)]
 
         cells = [[MACCell(c.width, c.acc_width) for _ in range(C)] for _ in range(R)]
         for r in range(R):
             for x in range(C):
                 m.submodules[f"mac{r}_{x}"] = cell = cells[r][x]
-                m.d.comb += [cell.a.eq(s2_a[r]), cell.b.eq(weights[r][x]),
-                             cell.en.eq(flags[1][0] & self.xtg), cell.clear.eq(self.clear),
+                m.d.comb += [cell.a.eq(s3_a[r]), cell.b.eq(weights[r][x]),
+                             cell.en.eq(flags[2][0] & self.xtg), cell.clear.eq(self.clear),
                              cell.shift.eq(self.drain),
                              cell.below.eq(cells[r + 1][x].acc if r + 1 < R else 0)]
 
-        # products appear three stages after s1; the tree adds one level a stage
+        # products appear four stages after s1; the tree adds one level a stage
         level = [[cells[r][x].product for r in range(R)] for x in range(C)]
         depth = 0
         while len(level[0]) > 1:

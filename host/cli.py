@@ -137,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(a bitstream per board)")
     b.add_argument("--mhz", type=float, default=None,
                    help="ECP5 boards: the chip's clock from the PLL (default 100)")
+    b.add_argument("--seed", type=int, default=None,
+                   help="nextpnr's placement seed (default: nextpnr's own); Fmax moves "
+                        "by several MHz from one placement to another")
     b.add_argument("--out", type=Path, default=None,
                    help="build folder (default build/board/<board>-<P>x<chip>)")
     b.add_argument("--json", type=Path, default=None, help="also write the report here")
@@ -438,7 +441,8 @@ def cmd_board(args) -> int:
 
     try:
         report = build_board(args.board, chip, chip_name=stem, chips=args.chips,
-                             fabric=args.fabric, out=out, mhz=args.mhz, progress=progress,
+                             fabric=args.fabric, out=out, mhz=args.mhz, seed=args.seed,
+                             progress=progress,
                              verbose=args.verbose)
     except BoardError as e:
         raise _fail(f"{args.board}: {e}") from None

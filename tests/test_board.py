@@ -116,6 +116,8 @@ def test_buffers_beyond_the_parts_block_ram_are_refused_before_synthesis(tmp_pat
     (["--board", "ulx3s-85f", "--chip", "huge"], "unknown chip 'huge'"),
     (["--board", "ulx3s-85f", "--chips", "0"], "--chips must be >= 1, got 0"),
     (["--board", "ulx3s-85f", "--mhz", "0.5"], "--mhz must be in 1..400, got 0.5"),
+    (["--board", "ulx3s-85f", "--seed", "-1"], "--seed must be an integer in 0..2147483647, "
+                                               "got -1"),
     (["--board", "icebreaker", "--chip", "micro", "--mhz", "24"],
      "runs the chip at its oscillator: --mhz is not supported there"),
     (["--board", "ulx3s-85f", "--chip", "micro", "--fabric", "serial"],

@@ -11,12 +11,17 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mixgcn.golden.fixed import required_acc_width
 
+if TYPE_CHECKING:
+    from mixgcn.gen.dram import DRAMPart
+
 __all__ = ["CHIP_PRESETS", "DCE_PRESETS", "FABRIC_KINDS", "FABRIC_PRESETS", "MEMORY_PROFILES",
            "SAE_PRESETS", "ChipConfig", "ConfigError", "DCEConfig", "FabricConfig",
-           "MemoryProfile", "SAEConfig", "SystemConfig", "load_chip", "load_memory"]
+           "MemoryProfile", "SAEConfig", "SystemConfig", "load_chip", "load_memory",
+           "memory_from_dict", "memory_names"]
 
 
 class ConfigError(ValueError):
@@ -520,9 +525,29 @@ MEMORY_PROFILES: dict[str, MemoryProfile] = {p.name: p for p in (
 )}
 
 
-def load_memory(name: str) -> MemoryProfile:
-    """A memory profile by name (``--memory``)."""
+def memory_names() -> tuple[str, ...]:
+    """What ``--memory`` takes: the memory model's profiles, then the DRAMs behind a
+    generated controller (:data:`~mixgcn.gen.dram.DRAM_PARTS`)."""
+    from mixgcn.gen.dram import DRAM_PARTS
+
+    return (*MEMORY_PROFILES, *DRAM_PARTS)
+
+
+def load_memory(name: str) -> MemoryProfile | DRAMPart:
+    """A memory by name (``--memory``): a profile the memory model plays, or a DRAM
+    behind LiteDRAM's controller."""
+    from mixgcn.gen.dram import DRAM_PARTS
+
+    if name in DRAM_PARTS:
+        return DRAM_PARTS[name]
     if name not in MEMORY_PROFILES:
-        raise ConfigError(f"unknown memory profile {name!r}: expected one of "
-                          f"{', '.join(MEMORY_PROFILES)}")
+        raise ConfigError(f"unknown memory {name!r}: expected one of "
+                          f"{', '.join(memory_names())}")
     return MEMORY_PROFILES[name]
+
+
+def memory_from_dict(d: dict) -> MemoryProfile | DRAMPart:
+    """The memory a ``to_dict()`` describes (a profile's fields, or ``{"dram": name}``)."""
+    if "dram" in d:
+        return load_memory(d["dram"])
+    return MemoryProfile.from_dict(d)

@@ -140,6 +140,9 @@ class DeviceReport:
     # the device counts the words the chip's memory moved (a simulated memory does; a
     # board's does not, and its JSON then has no chip_words_* keys rather than zeros)
     memory_counted: bool = True
+    # ... and which of the words read were distinct (the memory model does; a DRAM's
+    # controller does not, and the chip_words_read_distinct* keys are then absent)
+    distinct_counted: bool = True
 
     def to_json(self) -> dict:
         """The report's keys in a run's JSON (README, "Command line")."""
@@ -166,9 +169,10 @@ class DeviceReport:
             rec.update(runs=rec["runs"] + 1, cycles=rec["cycles"] + b.cycles,
                        last_cycles=b.cycles, last_sae_busy=b.sae_busy, last_dce_busy=b.dce_busy)
         chip_words = dict(chip_words_read=sum(reads.values()), chip_words_read_per_op=reads,
-                          chip_words_written=writes,
-                          chip_words_read_distinct=sum(distinct.values()),
-                          chip_words_read_distinct_per_op=distinct)
+                          chip_words_written=writes)
+        if self.distinct_counted:
+            chip_words.update(chip_words_read_distinct=sum(distinct.values()),
+                              chip_words_read_distinct_per_op=distinct)
         return dict(cycles=self.cycles, sae_busy_cycles=busy["sae"],
                     dce_busy_cycles=busy["dce"], cycles_per_op=per_op,
                     cycles_per_site=per_site, kernel_runs=self.kernel_runs,

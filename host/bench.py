@@ -378,6 +378,26 @@ def bench_memory() -> tuple[dict, list[str]]:
         rows.append(f"    {k:<20} {per_op[k] / epochs:>10,.0f} "
                     f"{distinct_per_op[k] / epochs:>10,.0f} "
                     f"{per_op[k] / max(1, distinct_per_op[k]):>6.2f}")
+    # the same epochs on a real controller: LiteDRAM and its model of the ULX3S's SDRAM
+    from mixgcn.gen.dram import DRAM_PARTS
+
+    dram = DRAM_PARTS["ulx3s-litedram"]
+    _log(f"memory: 2 Cora epochs on the default chip, {dram.name} (LiteDRAM)")
+    r = _train_rtl(cora, 2, chip=base, memory=dram)
+    if r["weights_sha256"] != sha or (r["chip_words_read"], r["chip_words_written"]) != \
+            words[:2]:
+        raise RuntimeError(f"{dram.name} changed the weights or the words the chip moved")
+    dram_cycles = r["epoch_cycles"][-1]
+    run_bytes = (r["chip_words_read"] + r["chip_words_written"]) * ChipLayouts(base).mem_width // 8
+    peak = dram.data_bits // 8  # bytes a cycle: one beat of the SDR part
+    rows.append(f"  {dram.name} (LiteDRAM's controller and model of the part, "
+                f"{dram.data_bits}-bit SDR at the chip's clock): {dram_cycles:,} cycles an "
+                f"epoch, {dram_cycles / ideal:.1f}x ideal; over the run the chip moved "
+                f"{run_bytes:,} bytes in {r['cycles']:,} cycles, "
+                f"{run_bytes / (peak * r['cycles']):.0%} of the part's {peak} bytes a cycle")
+    per[dram.name] = dict(profile=dram.to_dict(), epoch_cycles=dram_cycles,
+                          vs_ideal=dram_cycles / ideal,
+                          share_of_peak_bandwidth=run_bytes / (peak * r["cycles"]))
     return dict(cora_epoch_cycles_per_memory=per, memory_weights_sha256=sha,
                 cora_epoch_chip_words_read=words[0] / epochs,
                 cora_epoch_chip_words_written=words[1] / epochs,

@@ -131,13 +131,17 @@ class ChipBackend:
         self.L = self.config.lanes
         self.width = self.config.sae.width
         self.fmt = NumberFormat(width=self.width, acc_width=self.config.sae.acc_width)
-        self.capacity = 1 << self.config.addr_width
+        # the words the device's memory holds: the chip's address space, or less (a
+        # DRAM smaller than it)
+        self.capacity = getattr(device, "capacity", 1 << self.config.addr_width)
         self.mem_bytes = -(-self.lay.mem_width // 8)
         self.desc_bytes = -(-self.lay.desc_layout.size // 8)
         self.pipeline = pipeline  # False: every kernel alone (to measure the pipeline)
         self.follow = True  # an SpMM trails its LOAD (False only to test that it may not)
         self._report = DeviceReport(backend=self.name, cycles=0, chip=self.config.to_dict(),
-                                    memory_counted=getattr(device, "counts_memory", True))
+                                    memory_counted=getattr(device, "counts_memory", True),
+                                    distinct_counted=getattr(device, "counts_distinct_reads",
+                                                             True))
         # sparse operands kept in the upper half: content hash -> (address, beats)
         self._kept: dict[str, tuple[int, int]] = {}
         self._kept_base = self.capacity

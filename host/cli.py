@@ -15,11 +15,12 @@ from mixgcn.gen.board import BOARDS as BOARD_NAMES
 from mixgcn.gen.config import (
     CHIP_PRESETS,
     FABRIC_PRESETS,
-    MEMORY_PROFILES,
     ConfigError,
     load_chip,
     load_memory,
+    memory_names,
 )
+from mixgcn.gen.dram import DRAMPart
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
 from mixgcn.golden.reorder import ORDERINGS
@@ -55,10 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--chip", default=None, metavar="{" + ",".join(CHIP_PRESETS) + ",FILE.json}",
                    help="rtl: the chip to simulate, a preset or the chip.json 'make verilog' "
                         "writes (default: default)")
-    t.add_argument("--memory", default=None, choices=tuple(MEMORY_PROFILES),
-                   help="rtl: the memory the simulated chip reads and writes, a profile of "
-                        "bandwidth, latency and bursts (docs/memory.md; default: ideal, "
-                        "every channel a word a cycle)")
+    t.add_argument("--memory", default=None, choices=memory_names(),
+                   help="rtl: the memory the simulated chip reads and writes: a profile of "
+                        "bandwidth, latency and bursts the memory model plays, or "
+                        "ulx3s-litedram, the ULX3S's SDRAM behind LiteDRAM's controller "
+                        "(the dram extra) (docs/memory.md; default: ideal, every channel a "
+                        "word a cycle)")
     d = GCNConfig()
     t.add_argument("--layers", type=int, default=d.layers)
     t.add_argument("--hidden", type=int, default=d.hidden)
@@ -221,6 +224,9 @@ def cmd_train(args) -> int:
         dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     except (ConfigError, DatasetError) as e:
         raise _fail(str(e)) from None
+    if isinstance(memory, DRAMPart) and (args.backend == "board" or args.exchange == "fabric"):
+        raise _fail(f"--memory {memory.name}: a DRAM behind its controller is simulated "
+                    "for one chip of --backend rtl (not yet on the board top or a fabric)")
     if parallel is not None:
         try:
             parallel.check(dataset)

@@ -193,6 +193,8 @@ class ShardedBackend:
             backend=self.name, kernel_runs=self.kernel_runs, cycles=cycles,
             batches=list(self.steps), words_written=self.words[0], words_read=self.words[1],
             device_seconds=self.seconds, chip=reports[0].chip,
+            memory_counted=all(r.memory_counted for r in reports),
+            distinct_counted=all(r.distinct_counted for r in reports),
             parallel=dict(self._traffic(),
                           kernel_runs_per_chip=[r.kernel_runs for r in reports],
                           transport=self.comm.transport))

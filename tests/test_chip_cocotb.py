@@ -93,8 +93,8 @@ def test_memory_profiles_refuse_bad_values_naming_them():
                             (dict(name=""), "name must be a non-empty string")):
         with pytest.raises(ConfigError, match=message):
             MemoryProfile(**kwargs)
-    with pytest.raises(ConfigError, match="unknown memory profile 'dram': expected one of "
-                                          "ideal, ulx3s-sdram"):
+    with pytest.raises(ConfigError, match="unknown memory 'dram': expected one of "
+                                          "ideal, ulx3s-sdram, .*ulx3s-litedram"):
         load_memory("dram")
     for profile in MEMORY_PROFILES.values():  # each survives its JSON (the server's copy)
         assert MemoryProfile.from_dict(profile.to_dict()) == profile

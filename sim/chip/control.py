@@ -25,6 +25,7 @@ import numpy as np
 from cocotb.triggers import ClockCycles, First, RisingEdge, Timer, ValueChange
 
 from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile
+from mixgcn.gen.dram import DRAMPart
 from mixgcn.hdl.chip import ChipLayouts
 from mixgcn.hdl.memport import CHANNELS
 from mixgcn.host.device import COUNTERS, MEMORY_COUNTERS, BatchResult, StatusRecord
@@ -98,11 +99,13 @@ class HarnessControl:
     256ths, that a read channel refuses a request, a write channel a write, the exchange
     wire a row in a cycle (:class:`~mixgcn.sim.chip.harness.ChipHarness`); a batch's
     cycle budget stretches by the largest. ``memory``: the memory model's profile
-    (:class:`~mixgcn.gen.config.MemoryProfile`); a batch's budget stretches by the most
-    cycles a word can wait under it."""
+    (:class:`~mixgcn.gen.config.MemoryProfile`), or the DRAM the harness was built on
+    (:class:`~mixgcn.gen.dram.DRAMPart`: words then pass through its controller on
+    their way in and out, see :mod:`mixgcn.sim.chip.dram`); a batch's budget stretches
+    by the most cycles a word can wait in it."""
 
     def __init__(self, dut, config: ChipConfig, *, chip: int | None = None,
-                 memory: MemoryProfile = MEMORY_PROFILES["ideal"]):
+                 memory: MemoryProfile | DRAMPart = MEMORY_PROFILES["ideal"]):
         # chip p of a system harness: its ports carry the prefix c<p>_, its memories
         # live in the harness's c<p>
         self.dut = _Ports(dut, "" if chip is None else f"c{chip}_")
@@ -111,12 +114,18 @@ class HarnessControl:
         self.lay = ChipLayouts(config)
         self.mem_bytes = word_bytes(self.lay.mem_width)
         self.status_bytes = word_bytes(self.lay.status_layout.size)
-        self.capacity = 1 << config.addr_width
         self.desc_depth = len(self.harness.desc_src.mem)
         self.read_stall = self.write_stall = self.xchg_stall = 0
-        if not isinstance(memory, MemoryProfile):
-            raise TypeError(f"expected a MemoryProfile, got {memory!r}")
+        if not isinstance(memory, MemoryProfile | DRAMPart):
+            raise TypeError(f"expected a MemoryProfile or a DRAMPart, got {memory!r}")
         self.memory = memory
+        self.dram = isinstance(memory, DRAMPart)
+        if self.dram != self.dut.has("copy_in"):
+            raise ValueError(f"the harness was built {'without' if self.dram else 'with'} "
+                             f"a DRAM, and the server was asked for {memory.name!r}")
+        self.capacity = 1 << config.addr_width
+        if self.dram:
+            self.capacity = min(self.capacity, memory.words(self.lay.mem_width))
         self._pending: list[tuple[int, np.ndarray]] = []
         args = getattr(cocotb, "plusargs", {}) or {}
         self.load_path = Path(args.get("MIXGCN_MEM_LOAD", "mixgcn_mem_load.hex"))
@@ -133,6 +142,8 @@ class HarnessControl:
         await self.reset()
 
     def _set_memory(self) -> None:
+        if self.dram:
+            return
         dut, m = self.dut, self.memory
         dut.mem_bandwidth.value, dut.mem_latency.value = m.bandwidth, m.latency
         dut.mem_burst_shift.value = m.burst_shift(self.lay.mem_width)
@@ -144,8 +155,9 @@ class HarnessControl:
 
     async def reset(self, cycles: int = 3) -> None:
         dut = self.dut
-        for name in ("start", "mem_load", "mem_dump"):
-            getattr(dut, name).value = 0
+        for name in ("start", "mem_load", "mem_dump", "copy_in", "copy_out"):
+            if dut.has(name):
+                getattr(dut, name).value = 0
         dut.rst.value = 1
         await ClockCycles(dut.clk, cycles)
         dut.rst.value = 0
@@ -174,8 +186,26 @@ class HarnessControl:
             for addr, words in self._pending:
                 f.write(f"@{addr:x}\n".encode())
                 f.write(hex_lines(words, self.lay.mem_width))
-        self._pending.clear()
         await self._pulse(self.dut.mem_load)
+        if self.dram:  # staged: now through the controller into the DRAM
+            for addr, words in self._pending:
+                await self._copy(self.dut.copy_in, addr, len(words))
+        self._pending.clear()
+
+    async def _copy(self, start, addr: int, count: int) -> None:
+        """Copy words ``addr``.. between the staging memory and the DRAM (``start``:
+        ``copy_in`` or ``copy_out``), and wait until the last is written."""
+        dut = self.dut
+        dut.dump_first.value, dut.dump_last.value = addr, addr + count - 1
+        await self._pulse(start)
+        budget = (count + 64) * self.stretch()
+        waited = 0
+        while int(dut.copy_busy.value):
+            if waited > budget:
+                raise ChipHung(f"copying {count} words at {addr} through the DRAM's "
+                               f"controller did not finish in {budget:,} cycles")
+            await ClockCycles(dut.clk, 64)
+            waited += 64
 
     async def _pulse(self, signal) -> None:
         signal.value = 1
@@ -189,6 +219,8 @@ class HarnessControl:
         if count == 0:
             return np.zeros((0, self.mem_bytes), dtype=np.uint8)
         await self.flush()
+        if self.dram:  # out of the DRAM into the staging memory, which dumps them
+            await self._copy(self.dut.copy_out, addr, count)
         self.dut.dump_first.value = addr
         self.dut.dump_last.value = addr + count - 1
         await self._pulse(self.dut.mem_dump)
@@ -196,11 +228,13 @@ class HarnessControl:
 
     # ------------------------------------------------------------------- batches
     def counters(self) -> dict[str, int]:
-        """The chip's counters, and the words its memory moved (MEMORY_COUNTERS)."""
+        """The chip's counters, and the words its memory moved (MEMORY_COUNTERS: those
+        its memory counts; a DRAM does not count distinct reads)."""
         dut = self.dut
         return {**{name: int(getattr(dut, name).value) for name in COUNTERS},
                 **{name: int(getattr(dut, port).value)
-                   for name, port in zip(MEMORY_COUNTERS, _MEMORY_PORTS, strict=True)}}
+                   for name, port in zip(MEMORY_COUNTERS, _MEMORY_PORTS, strict=True)
+                   if dut.has(port)}}
 
     async def run(self, descriptors: np.ndarray, budget: int,
                   watch: tuple[int, Callable[[], None]] | None = None):
@@ -221,11 +255,16 @@ class HarnessControl:
             raise ValueError(f"{n} descriptors exceed the harness's descriptor memory of "
                              f"{self.desc_depth}")
         await self.flush()
-        await self._pulse(dut.mem_forget)  # a batch's distinct reads count afresh
         src = self.harness.desc_src.mem
         for i, d in enumerate(descs):
             src[i].value = d
-        dut.read_stall.value, dut.write_stall.value = self.read_stall, self.write_stall
+        if self.dram:
+            if self.read_stall or self.write_stall:
+                raise ValueError("random memory stalls are the memory model's; a DRAM "
+                                 "stalls as its controller does")
+        else:
+            await self._pulse(dut.mem_forget)  # a batch's distinct reads count afresh
+            dut.read_stall.value, dut.write_stall.value = self.read_stall, self.write_stall
         if dut.has("xchg_stall"):
             dut.xchg_stall.value = self.xchg_stall
         dut.desc_count.value = n

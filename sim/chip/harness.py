@@ -30,8 +30,10 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import ChipConfig, SystemConfig
+from mixgcn.gen.dram import DRAMPart
 from mixgcn.hdl.chip import READ_CHANNELS, WRITE_CHANNELS, Chip, ChipLayouts
 from mixgcn.hdl.system import System
+from mixgcn.sim.chip.dram import DRAM_PORTS, dram_memory
 
 __all__ = ["MEMORY_MODEL", "TOP", "ChipHarness", "MemorySink", "MemorySource", "SystemHarness",
            "attach", "cached_verilog", "clocked_top", "harness_ports", "harness_verilog",
@@ -120,20 +122,26 @@ class ChipHarness(wiring.Component):
     Stalls, each 0..255 of 256 cycles, drawn independently: ``read_stall`` — the read
     channels refuse requests (the chip's inputs starve); ``write_stall`` — the write
     channels refuse writes (backpressure on its outputs); ``xchg_stall`` — the exchange
-    wire, with ``loopback=False``, holds rows back (both)."""
+    wire, with ``loopback=False``, holds rows back (both).
+
+    ``dram``: the chip's memory port on that DRAM behind LiteDRAM's controller
+    (:mod:`mixgcn.sim.chip.dram`) instead of the memory model; the memory model's
+    profile, stall and distinct-read ports are then absent (the DRAM takes the time
+    it takes) and :data:`~mixgcn.sim.chip.dram.DRAM_PORTS` are added."""
 
     def __init__(self, config: ChipConfig, desc_depth: int = 4096, loopback: bool = True,
-                 seed: int = 0xACE1):
+                 seed: int = 0xACE1, dram: DRAMPart | None = None):
         self.config, self.desc_depth, self.loopback = config, desc_depth, loopback
-        self.seed = seed
+        self.seed, self.dram = seed, dram
         self.chip = Chip(config, loopback=loopback)
-        super().__init__({**harness_ports(self.chip, config), "xchg_stall": In(8)})
+        super().__init__({**harness_ports(self.chip, config, dram=dram is not None),
+                          "xchg_stall": In(8)})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.chip = chip = self.chip
         attach(m, self.config, chip, lambda name: getattr(self, name), self.desc_depth,
-               self.seed)
+               self.seed, self.dram)
         if not self.loopback:
             # the chip's exchange port exposed: the harness closes it through a wire that
             # stalls at random (a one-chip stand-in for the fabric)
@@ -151,25 +159,30 @@ def _lfsr(m: Module, seed: int, name: str) -> Signal:
     return lfsr
 
 
-def harness_ports(chip_ports, config: ChipConfig) -> dict:
-    """The harness's ports for one chip (names without a prefix)."""
+def harness_ports(chip_ports, config: ChipConfig, dram: bool = False) -> dict:
+    """The harness's ports for one chip (names without a prefix); ``dram``: its memory
+    is a DRAM (:class:`ChipHarness`)."""
     aw = config.addr_width
     counters = {n: Out(len(v)) for n, v in flat_counters(chip_ports).items()}
+    model = {
+        "read_stall": In(8), "write_stall": In(8),
+        # the memory's profile (MemoryProfile; set between batches)
+        "mem_bandwidth": In(17), "mem_latency": In(7), "mem_burst_shift": In(5),
+        "mem_burst_cycles": In(8), "mem_forget": In(1), "mem_words_distinct": Out(48)}
     return {"mem_load": In(1), "mem_dump": In(1), "dump_first": In(aw),
             "dump_last": In(aw), "desc_count": In(32), "start": In(1),
-            "read_stall": In(8), "write_stall": In(8),
-            # the memory's profile (MemoryProfile; set between batches)
-            "mem_bandwidth": In(17), "mem_latency": In(7), "mem_burst_shift": In(5),
-            "mem_burst_cycles": In(8), "mem_words_read": Out(48), "mem_words_written": Out(48),
-            "mem_forget": In(1), "mem_words_distinct": Out(48),
+            **(DRAM_PORTS if dram else model),
+            "mem_words_read": Out(48), "mem_words_written": Out(48),
             "received": Out(32), "done": Out(1), "idle": Out(1),
             "error": Out(chip_ports.error.shape().size),
             "elapsed": Out(len(chip_ports.counters.cycles)), **counters}
 
 
-def attach(m: Module, c: ChipConfig, chip, port, desc_depth: int, seed: int) -> None:
+def attach(m: Module, c: ChipConfig, chip, port, desc_depth: int, seed: int,
+           dram: DRAMPart | None = None) -> None:
     """Give ``chip`` (a chip's ports) its descriptor source, status sink and memory
-    model, wired to the harness ports ``port(name)`` (:func:`harness_ports`)."""
+    (the memory model, or ``dram``), wired to the harness ports ``port(name)``
+    (:func:`harness_ports`)."""
     lay = ChipLayouts(c)
     m.submodules.desc_src = src = MemorySource(lay.desc_layout, desc_depth)
     m.submodules.status_sink = sink = MemorySink(lay.status_layout, desc_depth)
@@ -188,7 +201,10 @@ def attach(m: Module, c: ChipConfig, chip, port, desc_depth: int, seed: int) -> 
         m.d.sync += elapsed.eq(elapsed + 1)
     for name, value in flat_counters(chip).items():
         m.d.comb += port(name).eq(value)
-    memory_model(m, c, chip.memory, port, seed)
+    if dram is None:
+        memory_model(m, c, chip.memory, port, seed)
+    else:
+        dram_memory(m, c, chip.memory, port, seed, dram.addr_width(ChipLayouts(c).mem_width))
 
 
 def memory_model(m: Module, c: ChipConfig, bus, port, seed: int) -> None:
@@ -290,26 +306,43 @@ def clocked_top(harness, module: str = "chip_harness") -> str:
 
 
 def harness_verilog(config: ChipConfig | SystemConfig, loopback: bool = True,
-                    seed: int = 0xACE1, on_generate: Callable[[], None] | None = None) -> str:
+                    seed: int = 0xACE1, on_generate: Callable[[], None] | None = None,
+                    dram: DRAMPart | None = None) -> str:
     """Verilog of the harness of a chip (module ``chip_harness``) or of a system (a
     :class:`SystemConfig`: ``system_harness``) with the memory model and its clocked
     top (module :data:`TOP`), cached under the build folder by a hash of the
-    configuration and every source it is generated from (converting it takes a while)."""
+    configuration and every source it is generated from (converting it takes a while).
+    ``dram`` (one chip): the chip on that DRAM, its controller generated by LiteDRAM."""
     if isinstance(config, SystemConfig):
+        if dram is not None:
+            raise ValueError("a system's chips are simulated on the memory model only")
         return cached_verilog("system", (config, seed),
                               lambda: SystemHarness(config, seed=seed), on_generate)
-    return cached_verilog("chip", (config, loopback, seed),
-                          lambda: ChipHarness(config, loopback=loopback, seed=seed),
-                          on_generate)
+    if dram is None:
+        return cached_verilog("chip", (config, loopback, seed),
+                              lambda: ChipHarness(config, loopback=loopback, seed=seed),
+                              on_generate)
+    from importlib.metadata import version
+
+    import mixgcn.sim.chip.dram
+    from mixgcn.gen.dram import dram_verilog
+
+    mem_width = ChipLayouts(config).mem_width
+    return cached_verilog(
+        "chip", (config, loopback, seed, dram, version("litedram"), version("migen")),
+        lambda: ChipHarness(config, loopback=loopback, seed=seed, dram=dram), on_generate,
+        sources=(Path(mixgcn.gen.dram.__file__), Path(mixgcn.sim.chip.dram.__file__)),
+        extra=lambda: dram_verilog(dram.name, mem_width)[0])
 
 
 def cached_verilog(kind: str, key, make: Callable[[], wiring.Component],
                    on_generate: Callable[[], None] | None = None,
-                   sources: tuple[Path, ...] = ()) -> str:
+                   sources: tuple[Path, ...] = (),
+                   extra: Callable[[], str] | None = None) -> str:
     """Verilog of the harness ``make()`` (module ``<kind>_harness``), the memory model
     and the clocked top :data:`TOP`, cached under the build folder by a hash of ``key``
     and of every source it is generated from (``sources`` beside hdl/, this module and
-    the configuration's)."""
+    the configuration's); ``extra()``: more Verilog the harness instantiates."""
     import hashlib
 
     import amaranth
@@ -332,6 +365,8 @@ def cached_verilog(kind: str, key, make: Callable[[], wiring.Component],
     module = f"{kind}_harness"
     text = verilog.convert(harness, name=module, emit_src=False)
     text += "\n" + MEMORY_MODEL.read_text() + "\n" + clocked_top(harness, module)
+    if extra is not None:
+        text += "\n" + extra()
     cached.parent.mkdir(parents=True, exist_ok=True)
     partial = cached.with_suffix(f".{os.getpid()}.part")  # never a half-written file
     partial.write_text(text)

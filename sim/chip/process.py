@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile, SystemConfig
+from mixgcn.gen.dram import DRAMPart
 from mixgcn.hdl.chip import ChipLayouts
 from mixgcn.hdl.memport import CHANNELS
 from mixgcn.host.device import (
@@ -204,22 +205,30 @@ class SimulatedChip(ServerProcess):
     (closed in the harness by a randomly stalling wire); ``verbose`` shows the
     simulator's own output on stderr (otherwise it goes to ``simulator.log`` in the
     server's working folder); ``on_build`` is called before a build that has to run;
-    ``memory``: the profile the memory model plays (a batch's cycle budget, and the
-    time the host waits for it, stretch by :meth:`MemoryProfile.stretch`)."""
+    ``memory``: the profile the memory model plays, or a DRAM behind LiteDRAM's
+    controller (:class:`~mixgcn.gen.dram.DRAMPart`, one chip only); a batch's cycle
+    budget, and the time the host waits for it, stretch by its ``stretch``.
+    ``capacity``: the memory words the host may use (the chip's address space, or the
+    DRAM's size if smaller)."""
 
     def __init__(self, config: ChipConfig, *, name: str = "chip 0", loopback: bool = True,
                  verbose: bool = False, on_build: Callable[[], None] | None = None,
                  timeouts: TimeoutPolicy = TIMEOUTS,
-                 memory: MemoryProfile = MEMORY_PROFILES["ideal"]):
+                 memory: MemoryProfile | DRAMPart = MEMORY_PROFILES["ideal"]):
         served = config  # what the simulation holds: this chip, or a system's chips
         if isinstance(config, SystemConfig):
             config = config.chip
         if not isinstance(config, ChipConfig):
             raise TypeError(f"expected a ChipConfig, got {config!r}")
-        if not isinstance(memory, MemoryProfile):
-            raise TypeError(f"expected a MemoryProfile, got {memory!r}")
+        dram = memory if isinstance(memory, DRAMPart) else None
+        if not isinstance(memory, MemoryProfile) and dram is None:
+            raise TypeError(f"expected a MemoryProfile or a DRAMPart, got {memory!r}")
         self.config, self.name, self.timeouts, self.memory = config, name, timeouts, memory
         lay = ChipLayouts(config)
+        self.capacity = 1 << config.addr_width
+        self.counts_distinct_reads = dram is None  # the memory model counts them
+        if dram is not None:
+            self.capacity = min(self.capacity, dram.words(lay.mem_width))
         self.stretch = memory.stretch(lay.mem_width, len(CHANNELS))
         self.mem_bytes = word_bytes(lay.mem_width)
         self.desc_bytes = word_bytes(lay.desc_layout.size)
@@ -233,9 +242,9 @@ class SimulatedChip(ServerProcess):
                 announced.append(on_build())
 
         try:
-            sim = build(harness_verilog(served, loopback, on_generate=announce), TOP,
-                        lean=True, timing=True, on_build=announce)
-        except BuildError as e:
+            sim = build(harness_verilog(served, loopback, on_generate=announce, dram=dram),
+                        TOP, lean=True, timing=True, on_build=announce)
+        except (BuildError, ValueError) as e:
             raise DeviceError(f"{name}: {e}") from None
         self._launch(sim, "mixgcn.sim.chip.server", "mixgcn-chip-",
                      dict(MIXGCN_CHIP_CONFIG=json.dumps(served.to_dict()),

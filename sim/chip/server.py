@@ -7,8 +7,10 @@ as file descriptor ``$MIXGCN_SERVER_FD`` and carries each out on the simulation
 (:class:`~mixgcn.sim.chip.control.HarnessControl`); while it waits for a request the
 simulation waits with it, so no simulated time passes between batches.
 
-The memory model plays the profile in ``$MIXGCN_MEMORY_PROFILE`` (a
-:class:`~mixgcn.gen.config.MemoryProfile` as JSON; the ideal memory without it).
+The memory is the one in ``$MIXGCN_MEMORY_PROFILE`` (the ``to_dict()`` of a
+:class:`~mixgcn.gen.config.MemoryProfile` the memory model plays, or of a
+:class:`~mixgcn.gen.dram.DRAMPart` the harness was built on; the ideal memory without
+it).
 
 Operations (each may name a ``chip`` of a system; the first by default): ``hello``
 (the word sizes, the configuration and the memory profile), ``write`` (``addr``,
@@ -33,7 +35,7 @@ import socket
 import cocotb
 import numpy as np
 
-from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile, SystemConfig
+from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, SystemConfig, memory_from_dict
 from mixgcn.hdl.fabric import FabricMode, route_layout
 from mixgcn.host.device import recv_message, send_message, words_from_blob
 from mixgcn.host.packing import word_bytes
@@ -151,8 +153,7 @@ async def serve(dut):
     host_pid = int(os.environ["MIXGCN_HOST_PID"])
     config = json.loads(os.environ["MIXGCN_CHIP_CONFIG"])
     profile = os.environ.get("MIXGCN_MEMORY_PROFILE")
-    memory = (MemoryProfile.from_dict(json.loads(profile)) if profile
-              else MEMORY_PROFILES["ideal"])
+    memory = memory_from_dict(json.loads(profile)) if profile else MEMORY_PROFILES["ideal"]
     if config.get("kind") == "system":
         system = SystemConfig.from_dict(config)
         chips = [HarnessControl(dut, system.chip, chip=p, memory=memory)

@@ -1,0 +1,173 @@
+"""cocotb testbench of the chip's memory port on a DRAM: :class:`~mixgcn.hdl.dram.DRAMBridge`
+serving the six read and two write channels of a chip's memory bus from LiteDRAM's
+controller and its model of the ULX3S's SDRAM (:mod:`mixgcn.gen.dram`, with LiteDRAM's
+checker of the part's datasheet timings, which prints every violation).
+
+Random traffic, seeded: both write channels write words at random addresses (some near
+the DRAM's end, some in the same rows, some in other banks), then every read channel
+reads random addresses of those at once, each asking at random times; every word must
+come back to the channel that asked, in the order it asked, equal to the word written.
+The bridge's counters must equal the words moved. Run through
+:func:`mixgcn.sim.build.run_cocotb` on :func:`verilog` (pytest: tests/test_dram.py).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import cocotb
+from amaranth import ClockSignal, Instance, Module, ResetSignal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from mixgcn.hdl.dram import DRAMBridge
+from mixgcn.hdl.memport import READ_CHANNELS, WRITE_CHANNELS
+
+TOP = "dram_tb"
+PART, MW, AW = "ulx3s-litedram", 64, 24  # the chip addresses more words than the DRAM
+
+
+class BridgeOnDRAM(wiring.Component):
+    """The bridge and the generated controller (instance of ``mixgcn_dram``)."""
+
+    def __init__(self, dram_addr_width: int):
+        self.dram_addr_width = dram_addr_width
+        ports = {"words_read": Out(48), "words_written": Out(48)}
+        for n in READ_CHANNELS:  # flat ports: a read's `resp` has no `ready` to expose
+            ports.update({f"{n}_req_valid": In(1), f"{n}_req_ready": Out(1),
+                          f"{n}_req_addr": In(AW), f"{n}_resp_valid": Out(1),
+                          f"{n}_resp_data": Out(MW)})
+        for n in WRITE_CHANNELS:
+            ports.update({f"{n}_wr_valid": In(1), f"{n}_wr_ready": Out(1),
+                          f"{n}_wr_addr": In(AW), f"{n}_wr_data": In(MW)})
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.bridge = bridge = DRAMBridge(AW, MW, self.dram_addr_width)
+        for n in READ_CHANNELS:
+            ch = getattr(bridge.bus, n)
+            m.d.comb += [ch.req.valid.eq(getattr(self, f"{n}_req_valid")),
+                         ch.req.payload.eq(getattr(self, f"{n}_req_addr")),
+                         getattr(self, f"{n}_req_ready").eq(ch.req.ready),
+                         getattr(self, f"{n}_resp_valid").eq(ch.resp.valid),
+                         getattr(self, f"{n}_resp_data").eq(ch.resp.payload)]
+        for n in WRITE_CHANNELS:
+            wr = getattr(bridge.bus, n).wr
+            m.d.comb += [wr.valid.eq(getattr(self, f"{n}_wr_valid")),
+                         wr.payload.addr.eq(getattr(self, f"{n}_wr_addr")),
+                         wr.payload.data.eq(getattr(self, f"{n}_wr_data")),
+                         getattr(self, f"{n}_wr_ready").eq(wr.ready)]
+        m.d.comb += [self.words_read.eq(bridge.words_read),
+                     self.words_written.eq(bridge.words_written)]
+        d = bridge.dram
+        m.submodules.dram = Instance(
+            "mixgcn_dram", i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
+            i_cmd_valid=d.cmd.valid, o_cmd_ready=d.cmd.ready, i_cmd_we=d.cmd.payload.we,
+            i_cmd_addr=d.cmd.payload.addr, i_wdata_valid=d.wdata.valid,
+            o_wdata_ready=d.wdata.ready, i_wdata_data=d.wdata.payload.data,
+            i_wdata_we=d.wdata.payload.we, o_rdata_valid=d.rdata.valid,
+            i_rdata_ready=d.rdata.ready, o_rdata_data=d.rdata.payload)
+        return m
+
+
+def verilog() -> str:
+    from amaranth.back import verilog as amaranth_verilog
+
+    from mixgcn.gen.dram import DRAM_PARTS, dram_verilog
+
+    part = DRAM_PARTS[PART]
+    text = amaranth_verilog.convert(BridgeOnDRAM(part.addr_width(MW)), name=TOP,
+                                    emit_src=False)
+    return text + "\n" + dram_verilog(PART, MW, check_timing=True)[0]
+
+
+def _sig(dut, *path):
+    return getattr(dut, "_".join(path))
+
+
+@cocotb.test()
+async def random_traffic(dut):
+    from mixgcn.gen.dram import DRAM_PARTS
+
+    rng = random.Random(int(os.environ.get("MIXGCN_SEED", "7")))
+    words = DRAM_PARTS[PART].words(MW)
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    for n in READ_CHANNELS:
+        _sig(dut, n, "req", "valid").value = 0
+    for n in WRITE_CHANNELS:
+        _sig(dut, n, "wr", "valid").value = 0
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 5)
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 20)
+
+    # addresses: a dense block (same rows), scattered ones (every bank, many rows) and
+    # the DRAM's last words
+    addrs = list(range(0, 96)) + rng.sample(range(96, words - 64), 160) + \
+        list(range(words - 16, words))
+    rng.shuffle(addrs)
+    memory = {a: rng.getrandbits(MW) for a in addrs}
+
+    # writes: each channel its half, offered with random gaps
+    halves = [addrs[0::2], addrs[1::2]]
+    left = [list(h) for h in halves]
+    cycles = 0
+    while any(left):
+        offered = []
+        for n, todo in zip(WRITE_CHANNELS, left, strict=True):
+            on = bool(todo) and rng.random() < 0.7
+            _sig(dut, n, "wr", "valid").value = int(on)
+            if on:
+                _sig(dut, n, "wr", "addr").value = todo[0]
+                _sig(dut, n, "wr", "data").value = memory[todo[0]]
+            offered.append(on)
+        await ReadOnly()
+        taken = [on and int(_sig(dut, n, "wr", "ready").value)
+                 for n, on in zip(WRITE_CHANNELS, offered, strict=True)]
+        await RisingEdge(dut.clk)
+        for todo, t in zip(left, taken, strict=True):
+            if t:
+                todo.pop(0)
+        cycles += 1
+        assert cycles < 100 * len(addrs), "the bridge stopped taking writes"
+    for n in WRITE_CHANNELS:
+        _sig(dut, n, "wr", "valid").value = 0
+    await ClockCycles(dut.clk, 200)  # the write-data FIFO drains
+    assert int(dut.words_written.value) == len(addrs)
+
+    # reads: every channel its own random list, asked with random gaps, all at once
+    wanted = [[rng.choice(addrs) for _ in range(60)] for _ in READ_CHANNELS]
+    asked = [[] for _ in READ_CHANNELS]
+    got = [[] for _ in READ_CHANNELS]
+    cycles = 0
+    while any(len(g) < len(w) for g, w in zip(got, wanted, strict=True)):
+        offered = []
+        for i, n in enumerate(READ_CHANNELS):
+            on = len(asked[i]) < len(wanted[i]) and rng.random() < 0.5
+            _sig(dut, n, "req", "valid").value = int(on)
+            if on:
+                _sig(dut, n, "req", "addr").value = wanted[i][len(asked[i])]
+            offered.append(on)
+        await ReadOnly()
+        for i, n in enumerate(READ_CHANNELS):
+            if offered[i] and int(_sig(dut, n, "req", "ready").value):
+                asked[i].append(wanted[i][len(asked[i])])
+            if int(_sig(dut, n, "resp", "valid").value):
+                assert len(got[i]) < len(asked[i]), f"channel {n}: a word nobody asked for"
+                got[i].append(int(_sig(dut, n, "resp", "data").value))
+        await RisingEdge(dut.clk)
+        cycles += 1
+        assert cycles < 20_000, f"reads stalled: {[len(g) for g in got]} words back"
+    await ClockCycles(dut.clk, 2)  # the counter takes the last word a cycle later
+    for i, n in enumerate(READ_CHANNELS):
+        expect = [memory[a] for a in wanted[i]]
+        bad = [k for k, (g, e) in enumerate(zip(got[i], expect, strict=True)) if g != e]
+        assert not bad, (f"channel {n}: word {bad[0]} (address {wanted[i][bad[0]]}) read "
+                         f"{got[i][bad[0]]:#x}, written {expect[bad[0]]:#x}")
+    assert int(dut.words_read.value) == sum(len(w) for w in wanted)
+    dut._log.info(f"{len(addrs)} words written, {sum(map(len, wanted))} read back through "
+                  f"the controller in {cycles} cycles")

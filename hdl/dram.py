@@ -26,14 +26,14 @@ the DRAM (the device's ``capacity``).
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, unsigned
+from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.hdl.memport import READ_CHANNELS, WRITE_CHANNELS, MemoryBus
 
-__all__ = ["DRAMBridge", "NativePort"]
+__all__ = ["DRAMBridge", "NativePort", "dram_controller"]
 
 
 class NativePort(wiring.Signature):
@@ -142,3 +142,16 @@ class DRAMBridge(wiring.Component):
         with m.If(go & (grant >= n_read)):
             m.d.sync += self.words_written.eq(self.words_written + 1)
         return m
+
+
+def dram_controller(port) -> Instance:
+    """The generated controller (module ``mixgcn_dram``, :mod:`mixgcn.gen.dram`) on
+    ``port``, a bridge's :class:`NativePort`, in the domain ``sync``."""
+    return Instance(
+        "mixgcn_dram", i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
+        i_cmd_valid=port.cmd.valid, o_cmd_ready=port.cmd.ready,
+        i_cmd_we=port.cmd.payload.we, i_cmd_addr=port.cmd.payload.addr,
+        i_wdata_valid=port.wdata.valid, o_wdata_ready=port.wdata.ready,
+        i_wdata_data=port.wdata.payload.data, i_wdata_we=port.wdata.payload.we,
+        o_rdata_valid=port.rdata.valid, i_rdata_ready=port.rdata.ready,
+        o_rdata_data=port.rdata.payload)

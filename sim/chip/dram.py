@@ -24,7 +24,7 @@ from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import ChipConfig
 from mixgcn.hdl.chip import ChipLayouts
-from mixgcn.hdl.dram import DRAMBridge
+from mixgcn.hdl.dram import DRAMBridge, dram_controller
 from mixgcn.hdl.host_link import MemoryArbiter
 from mixgcn.hdl.memport import ReadChannel, WriteChannel
 
@@ -96,14 +96,7 @@ def dram_memory(m: Module, c: ChipConfig, bus, port, seed: int, dram_addr_width:
     for copier, name in ((into, "copy_in"), (back, "copy_out")):
         m.d.comb += [copier.start.eq(port(name)), copier.first.eq(port("dump_first")),
                      copier.last.eq(port("dump_last"))]
-    d = bridge.dram
-    m.submodules.dram = Instance(
-        "mixgcn_dram", i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
-        i_cmd_valid=d.cmd.valid, o_cmd_ready=d.cmd.ready, i_cmd_we=d.cmd.payload.we,
-        i_cmd_addr=d.cmd.payload.addr, i_wdata_valid=d.wdata.valid,
-        o_wdata_ready=d.wdata.ready, i_wdata_data=d.wdata.payload.data,
-        i_wdata_we=d.wdata.payload.we, o_rdata_valid=d.rdata.valid,
-        i_rdata_ready=d.rdata.ready, o_rdata_data=d.rdata.payload)
+    m.submodules.dram = dram_controller(bridge.dram)
     # the staging memory: one read channel (copy_in's source), one write channel
     # (copy_out's destination), no stalls, no bandwidth limit
     src, dst = into.src, back.dst.wr

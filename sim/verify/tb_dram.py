@@ -17,13 +17,13 @@ import os
 import random
 
 import cocotb
-from amaranth import ClockSignal, Instance, Module, ResetSignal
+from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from mixgcn.hdl.dram import DRAMBridge
+from mixgcn.hdl.dram import DRAMBridge, dram_controller
 from mixgcn.hdl.memport import READ_CHANNELS, WRITE_CHANNELS
 
 TOP = "dram_tb"
@@ -63,14 +63,7 @@ class BridgeOnDRAM(wiring.Component):
                          getattr(self, f"{n}_wr_ready").eq(wr.ready)]
         m.d.comb += [self.words_read.eq(bridge.words_read),
                      self.words_written.eq(bridge.words_written)]
-        d = bridge.dram
-        m.submodules.dram = Instance(
-            "mixgcn_dram", i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
-            i_cmd_valid=d.cmd.valid, o_cmd_ready=d.cmd.ready, i_cmd_we=d.cmd.payload.we,
-            i_cmd_addr=d.cmd.payload.addr, i_wdata_valid=d.wdata.valid,
-            o_wdata_ready=d.wdata.ready, i_wdata_data=d.wdata.payload.data,
-            i_wdata_we=d.wdata.payload.we, o_rdata_valid=d.rdata.valid,
-            i_rdata_ready=d.rdata.ready, o_rdata_data=d.rdata.payload)
+        m.submodules.dram = dram_controller(bridge.dram)
         return m
 
 

@@ -440,7 +440,7 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int,
 
 
 def _build_one(board: Board, design, *, out: Path, label: str, mhz: float | None,
-               chips: int, seed: int | None, progress, verbose: bool) -> dict:
+               chips: int, seed: int | None = None, progress, verbose: bool) -> dict:
     """One bitstream of ``design`` in a :class:`~mixgcn.hdl.board.BoardTop`: the tools
     run one stage at a time; the figures from their reports."""
     out.mkdir(parents=True, exist_ok=True)

@@ -48,6 +48,7 @@ _MEMORY = "tests/test_chip_cocotb.py::test_memory_model_cocotb"
 _UART = "tests/test_link.py::test_uart_cocotb[16]"
 _FRAMES = "tests/test_link.py::test_frames_cocotb"
 _BOARD = "tests/test_board_link.py"
+_DRAM = "tests/test_dram.py::test_bridge_on_litedram_random_traffic"
 
 MUTANTS = [
     Mutant("rounding", "hdl/output_stage.py",
@@ -266,6 +267,11 @@ MUTANTS = [
     Mutant("memory-credit", "sim/chip/mixgcn_memory.v",
            "if (avail >= cost) begin", "if (avail + 64 >= cost) begin",
            (_MEMORY,), "the memory moves words it has not earned the bandwidth for"),
+    Mutant("dram-tag", "hdl/dram.py", "channel.eq(tags.r_data)]", "channel.eq(0)]", (_DRAM,),
+           "every word the DRAM returns goes to the first read channel"),
+    Mutant("dram-outstanding", "hdl/dram.py", "want.eq(Cat(*(r.req.valid & tags.w_rdy ",
+           "want.eq(Cat(*(r.req.valid ", (_DRAM,),
+           "reads go out with no room for their tags: a full tag FIFO drops channels"),
     Mutant("uart-rx-middle", "hdl/uart.py", "timer.eq(d // 2 - 1)", "timer.eq(0)", (_UART,),
            "the receiver samples each bit at its start, not its middle"),
     Mutant("uart-rx-overrun", "hdl/uart.py",

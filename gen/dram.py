@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DRAM_PARTS", "DRAMError", "DRAMPart", "dram_verilog"]
+__all__ = ["DRAM_PARTS", "DRAMError", "DRAMPart", "dram_verilog", "memory_capacity"]
 
 
 class DRAMError(ValueError):
@@ -65,6 +65,18 @@ DRAM_PARTS = {p.name: p for p in (
              "LiteDRAM's controller clocked with the chip, the DRAM played by LiteDRAM's "
              "model of it (banks, rows, refresh)"),
 )}
+
+
+def memory_capacity(config, memory) -> int:
+    """The memory words a host may use on the chip ``config`` (a
+    :class:`~mixgcn.gen.config.ChipConfig`) attached to ``memory``: its address space,
+    or a :class:`DRAMPart`'s size where that is smaller."""
+    words = 1 << config.addr_width
+    if isinstance(memory, DRAMPart):
+        from mixgcn.hdl.chip import ChipLayouts
+
+        words = min(words, memory.words(ChipLayouts(config).mem_width))
+    return words
 
 
 def _litedram():

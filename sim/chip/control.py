@@ -22,10 +22,10 @@ from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, First, RisingEdge, Timer, ValueChange
+from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge, Timer, ValueChange
 
 from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile
-from mixgcn.gen.dram import DRAMPart
+from mixgcn.gen.dram import DRAMPart, memory_capacity
 from mixgcn.hdl.chip import ChipLayouts
 from mixgcn.hdl.memport import CHANNELS
 from mixgcn.host.device import COUNTERS, MEMORY_COUNTERS, BatchResult, StatusRecord
@@ -123,9 +123,7 @@ class HarnessControl:
         if self.dram != self.dut.has("copy_in"):
             raise ValueError(f"the harness was built {'without' if self.dram else 'with'} "
                              f"a DRAM, and the server was asked for {memory.name!r}")
-        self.capacity = 1 << config.addr_width
-        if self.dram:
-            self.capacity = min(self.capacity, memory.words(self.lay.mem_width))
+        self.capacity = memory_capacity(config, memory)
         self._pending: list[tuple[int, np.ndarray]] = []
         args = getattr(cocotb, "plusargs", {}) or {}
         self.load_path = Path(args.get("MIXGCN_MEM_LOAD", "mixgcn_mem_load.hex"))
@@ -198,14 +196,12 @@ class HarnessControl:
         dut = self.dut
         dut.dump_first.value, dut.dump_last.value = addr, addr + count - 1
         await self._pulse(start)
-        budget = (count + 64) * self.stretch()
-        waited = 0
-        while int(dut.copy_busy.value):
-            if waited > budget:
+        if int(dut.copy_busy.value):  # one wait in the simulator, not a poll
+            budget = (count + 64) * self.stretch()
+            limit = Timer(CLOCK_PERIOD_NS * budget, unit="ns")
+            if await First(FallingEdge(dut.copy_busy), limit) is limit:
                 raise ChipHung(f"copying {count} words at {addr} through the DRAM's "
                                f"controller did not finish in {budget:,} cycles")
-            await ClockCycles(dut.clk, 64)
-            waited += 64
 
     async def _pulse(self, signal) -> None:
         signal.value = 1

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile, SystemConfig
-from mixgcn.gen.dram import DRAMPart
+from mixgcn.gen.dram import DRAMPart, memory_capacity
 from mixgcn.hdl.chip import ChipLayouts
 from mixgcn.hdl.memport import CHANNELS
 from mixgcn.host.device import (
@@ -225,10 +225,8 @@ class SimulatedChip(ServerProcess):
             raise TypeError(f"expected a MemoryProfile or a DRAMPart, got {memory!r}")
         self.config, self.name, self.timeouts, self.memory = config, name, timeouts, memory
         lay = ChipLayouts(config)
-        self.capacity = 1 << config.addr_width
+        self.capacity = memory_capacity(config, memory)
         self.counts_distinct_reads = dram is None  # the memory model counts them
-        if dram is not None:
-            self.capacity = min(self.capacity, dram.words(lay.mem_width))
         self.stretch = memory.stretch(lay.mem_width, len(CHANNELS))
         self.mem_bytes = word_bytes(lay.mem_width)
         self.desc_bytes = word_bytes(lay.desc_layout.size)

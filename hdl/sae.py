@@ -58,7 +58,7 @@ from mixgcn.hdl.output_stage import (
     engine_status_members,
     output_layout,
 )
-from mixgcn.hdl.timing import copy
+from mixgcn.hdl.timing import collision_free_memory, copy
 
 __all__ = ["AggregationPipeline", "FeatureLoader", "Gather", "SAELayouts", "SAEOp",
            "SparseAggregationEngine"]
@@ -289,8 +289,9 @@ class AggregationPipeline(wiring.Component):
         part = [0] * L
         if c.partial_rows:
             sum_width = c.acc_width
-            sums = memory.Memory(shape=data.ArrayLayout(signed(c.acc_width), L),
-                                 depth=c.partial_rows, init=[])
+            # collision-free: within a command rows are distinct, see above
+            sums = collision_free_memory(shape=data.ArrayLayout(signed(c.acc_width), L),
+                                         depth=c.partial_rows)
             m.submodules.partial = sums
             part_read = sums.read_port()
             s2_part = Signal.like(part_read.data)
@@ -389,8 +390,11 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         # pipeline (on an FPGA, synthesis makes a block-RAM replica per port). Why one a
         # lane: a memory as narrow as a lane is deep enough to fill whole block RAMs side
         # by side (ECP5: 4,096 x 4 bits each), while a row-wide one was cut into blocks of
-        # fewer rows, joined by a multiplexer right after the block RAM's slow output
-        banks = [[memory.Memory(shape=signed(c.width), depth=c.max_nodes, init=[])
+        # fewer rows, joined by a multiplexer right after the block RAM's slow output.
+        # Collision-free (mixgcn.hdl.timing): the loader writes row `loaded` of its
+        # bank while a SpMM on that bank gathers rows below `loaded` only; what is read
+        # from the other bank is not used
+        banks = [[collision_free_memory(shape=signed(c.width), depth=c.max_nodes)
                   for _ in range(c.lanes)] for _ in range(2)]
         m.submodules.loader = loader = self.loader
         m.submodules.pipe = pipe = self.pipe

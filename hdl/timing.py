@@ -22,15 +22,28 @@ the producer sees a ``ready`` that comes from a register.
 output, which on an ECP5 comes 5.8 ns after the clock (yosys does not use the block's
 own output register): whatever the word then crosses must fit in what is left of
 the cycle. :func:`output_register` puts a register after such a stream.
+
+**Collision-free memories.** A read port of amaranth's returns the old word when a
+write to its address happens in the same cycle. An ECP5 block RAM does not promise
+that between its two ports, so yosys builds it in logic beside the block: a comparator
+and a multiplexer right after the RAM's slow output (on the `ecp5` chip, its slowest
+path). Where the design never uses a word read in the cycle its address is written, a
+memory from :func:`collision_free_memory` says so (:data:`COLLISION_FREE`), and the
+board flow tells yosys that such a read may return anything
+(:func:`relax_collisions`: ``COLLISION_X_MASK`` on its read ports). Simulation and
+``make verilog`` keep amaranth's semantics, a refinement of "anything".
 """
 
 from __future__ import annotations
 
+import re
+
 from amaranth import Shape, Signal
-from amaranth.lib import stream
+from amaranth.lib import memory, stream
 from amaranth.lib.fifo import SyncFIFOBuffered
 
-__all__ = ["KEEP_APART", "YOSYS_KEEP_APART", "copy", "input_buffer", "output_register"]
+__all__ = ["COLLISION_FREE", "KEEP_APART", "YOSYS_KEEP_APART", "collision_free_memory", "copy",
+           "input_buffer", "output_register", "relax_collisions"]
 
 KEEP_APART = "mixgcn_keep_apart"
 
@@ -41,6 +54,56 @@ YOSYS_KEEP_APART = f"setattr -set keep 1 a:{KEEP_APART} %ci:+[Q]"
 def copy(shape, *, name: str) -> Signal:
     """A signal of ``shape`` for a register, marked to be kept apart from its twins."""
     return Signal(shape, name=name, attrs={KEEP_APART: 1})
+
+
+COLLISION_FREE = "mixgcn_collision_free"
+
+
+def collision_free_memory(*, shape, depth: int) -> memory.Memory:
+    """A memory (no initial contents) whose reads are never used in the cycle a write
+    to their address happens; the caller says why in a comment."""
+    return memory.Memory(shape=shape, depth=depth, init=[], attrs={COLLISION_FREE: 1})
+
+
+_MEMORY = re.compile(r"^\s*memory .* (\S+)$")
+_MEMID = re.compile(r'^\s*parameter \\MEMID "(.*)"$')
+_MASK = re.compile(r"^(\s*parameter \\COLLISION_X_MASK )(\d+)'[01]+$")
+
+
+def relax_collisions(rtlil: str) -> tuple[str, int]:
+    """``rtlil`` (amaranth's RTLIL of a design) with the read ports of every memory
+    marked :data:`COLLISION_FREE` free to return anything on a read/write collision
+    (each bit of their ``COLLISION_X_MASK`` set); and how many read ports that is.
+    Amaranth declares a module's memories, with their attributes, before its cells."""
+    out, marked, relaxed = [], set(), 0
+    pending = False  # the attributes being read mark the next object
+    cell = None  # the lines of a $memrd_v2 cell being read
+    for line in rtlil.splitlines():
+        if cell is not None:
+            cell.append(line)
+            if line.strip() == "end":
+                memid = next((mt.group(1) for x in cell if (mt := _MEMID.match(x))), None)
+                if memid is not None and memid.replace("\\\\", "\\") in marked:
+                    for i, x in enumerate(cell):
+                        if mt := _MASK.match(x):
+                            cell[i] = f"{mt.group(1)}{mt.group(2)}'{'1' * int(mt.group(2))}"
+                            relaxed += 1
+                out.extend(cell)
+                cell = None
+            continue
+        if line.startswith("module "):
+            marked = set()
+        elif line.strip() == f"attribute \\{COLLISION_FREE} 1":
+            pending = True
+        elif (mt := _MEMORY.match(line)) and pending:
+            marked.add(mt.group(1))
+        elif line.strip().startswith("cell $memrd_v2 "):
+            cell = [line]
+            continue
+        if not line.strip().startswith("attribute "):
+            pending = False
+        out.append(line)
+    return "\n".join(out) + "\n", relaxed
 
 
 def input_buffer(m, name: str, port):

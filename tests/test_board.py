@@ -15,7 +15,7 @@ import pytest
 from amaranth import Cat, Module, Signal
 from amaranth.back import rtlil
 from amaranth.hdl import Fragment
-from amaranth.lib import io, wiring
+from amaranth.lib import io, memory, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
@@ -27,7 +27,7 @@ from mixgcn.hdl.chip import Chip
 from mixgcn.hdl.dce import DenseCombinationEngine
 from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.system import SystemNode
-from mixgcn.hdl.timing import YOSYS_KEEP_APART
+from mixgcn.hdl.timing import YOSYS_KEEP_APART, collision_free_memory, relax_collisions
 from mixgcn.host.cli import main
 
 REPORT_KEYS = {"board", "device", "chips", "chip", "lut4", "ff", "dsp", "bram", "fmax_mhz",
@@ -336,3 +336,40 @@ def test_the_ecp5_board_top_synthesises(tmp_path):
     # blocks of 4,096 x 4 bits), 36 for the FIFOs and memories, 22 for the SAE's partial
     # sums (1,024 rows x 8 lanes x 48 bits: 22 blocks of 1,024 x 18 bits side by side)
     assert kinds.count("MULT18X18D") == 80 and kinds.count("DP16KD") == 186
+
+
+def test_collision_free_memories_are_relaxed_for_synthesis_only():
+    """The SAE's feature buffer and partial sums are marked collision-free: the board
+    flow's RTLIL lets their read ports return anything on a read/write collision (no
+    logic after the block RAM), every other memory keeps amaranth's old-word reads."""
+    chip = CHIP_PRESETS["micro"]
+    _, plan = board_plan(BOARDS["ulx3s-85f"], board_flow.design_for(chip, 1), mhz=100.0, chips=1)
+    sae = chip.sae
+    buffer_ports = 2 * sae.lanes * sae.edges
+    partial_ports = 1 if sae.partial_rows else 0
+    il = plan.files["top.il"]
+    masks = re.findall(r"COLLISION_X_MASK (\d+)'([01]+)", il)
+    relaxed = [bits for _, bits in masks if "0" not in bits]
+    assert len(relaxed) == buffer_ports + partial_ports
+    assert len(masks) > len(relaxed)  # the FIFOs' and the DCE's memories are untouched
+    # a marked memory's two read ports, in a module of its own; an unmarked one beside
+    m = Module()
+    marked = collision_free_memory(shape=8, depth=16)
+    plain = memory.Memory(shape=8, depth=16, init=[])
+    m.submodules.marked, m.submodules.plain = marked, plain
+    a, d = Signal(4), Signal(8)
+    outs = []
+    for mem in (marked, plain):
+        w = mem.write_port()
+        m.d.comb += [w.addr.eq(a), w.data.eq(d)]
+        for k in range(2):
+            r = mem.read_port()
+            o = Signal(8)
+            m.d.comb += [r.addr.eq(a + k), o.eq(r.data)]
+            outs.append(o)
+    text, count = relax_collisions(rtlil.convert(m, ports=[a, d, *outs]))
+    assert count == 2
+    reads = [(re.search(r'MEMID "\\\\(\w+)"', cell)[1],
+              re.search(r"COLLISION_X_MASK 1'(\d)", cell)[1])
+             for cell in text.split("cell $memrd_v2")[1:]]
+    assert sorted(reads) == [("marked", "1"), ("marked", "1"), ("plain", "0"), ("plain", "0")]

@@ -119,10 +119,11 @@ class FeatureLoader(wiring.Component):
             "busy": Out(1), "fill_bank": Out(1), "loaded": Out(range(c.max_nodes + 1)),
             "cycles": Out(unsigned(c.counter_width)),
         })
+        self.left = Signal(rows_shape)  # rows still to come (for the proofs)
 
     def elaborate(self, platform):
         m = Module()
-        left = Signal.like(self.rows)
+        left = self.left
         take = self.x.valid & self.x.ready
         m.d.comb += [self.x.ready.eq(self.busy & (left != 0)),
                      self.write.addr.eq(self.loaded),
@@ -195,8 +196,18 @@ class AggregationPipeline(wiring.Component):
             "start": In(1), "keep": In(1), "accumulate": In(1),
             "accept": Out(1), "row": Out(1), "commit": Out(1), "waiting": Out(1),
             "kept": Out(1), "empty": Out(1), "in_flight": Out(range(7)),
+            # the pairs of the beat being accepted whose gathered rows count (the
+            # others are multiplied by zero): what the buffer's reads must get right
+            "gathered": Out(c.edges),
             "feed": Out(stream.Signature(in_layout, always_ready=True)),
         })
+        # the beat waiting to be accepted, and whether there is one (for the proofs)
+        self.beat, self.held = Signal(layouts.csr_layout), Signal()
+        # the partial sums' read (used or not) and write rows, and the command's row a
+        # beat ends (for the proofs)
+        rows = range(max(c.partial_rows, 1))
+        self.sum_read_row, self.sum_read_used = Signal(rows), Signal()
+        self.sum_write_row, self.row_at = Signal(rows), Signal(rows)
 
     def elaborate(self, platform):
         c = self.config
@@ -205,8 +216,7 @@ class AggregationPipeline(wiring.Component):
         arriving = self.csr.payload
         loaded = Cat(*((e >= arriving.count) | (arriving.col[e] < self.loaded)
                        for e in range(E))).all()
-        beat = Signal.like(arriving)
-        held = Signal()
+        beat, held = self.beat, self.held
         # not past the command's last row: the next command's beats are checked in its
         # own context (its bank, its fill)
         ends = beat.last & self.final
@@ -225,13 +235,14 @@ class AggregationPipeline(wiring.Component):
                      self.mask.ready.eq(self.accept & need_mask),
                      self.commit.eq(self.row & ~self.keep)]
         for e in range(E):
-            m.d.comb += self.gather.addr[e].eq(beat.col[e])
+            m.d.comb += [self.gather.addr[e].eq(beat.col[e]),
+                         self.gathered[e].eq(self.accept & (e < beat.count))]
 
         s1_valid, s1_last, s1_final, s1_lo, s1_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
         s1_val = Signal(data.ArrayLayout(signed(c.width), E))
         # the command's row a beat ends (its partial sum's address)
-        row_at = Signal(range(max(c.partial_rows, 1)))
+        row_at = self.row_at
         with m.If(self.start):
             m.d.sync += row_at.eq(0)
         with m.Elif(self.row):
@@ -250,7 +261,7 @@ class AggregationPipeline(wiring.Component):
         r_valid, r_last, r_final, r_lo, r_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
         r_val, r_data = Signal.like(s1_val), Signal.like(self.gather.data)
-        r_row = Signal.like(row_at)
+        r_row = self.sum_read_row
         m.d.sync += [r_valid.eq(s1_valid), r_last.eq(s1_last), r_final.eq(s1_final),
                      r_row.eq(s1_row), r_lo.eq(s1_lo), r_mask.eq(s1_mask), r_val.eq(s1_val),
                      r_data.eq(self.gather.data)]
@@ -282,20 +293,22 @@ class AggregationPipeline(wiring.Component):
                      s2_mask.eq(g_mask), s2_row.eq(g_row)]
 
         s3_valid, s3_last, s3_final, s3_mask = Signal(), Signal(), Signal(), Signal(L)
-        s3_row, fed_row = Signal.like(row_at), Signal.like(row_at)
+        s3_row, fed_row = Signal.like(row_at), self.sum_write_row
         sum_width = 2 * c.width + E.bit_length()
         # the kept partial sum of the row a beat ends, for its lo (s2: registered as it
         # leaves the memory, whose output starts no other path)
         part = [0] * L
         if c.partial_rows:
             sum_width = c.acc_width
-            # collision-free: within a command rows are distinct, see above
+            # collision-free (mixgcn.hdl.timing): a command's rows are distinct, so the
+            # row read is never the row written back (proved: mixgcn.sim.verify.proofs)
             sums = collision_free_memory(shape=data.ArrayLayout(signed(c.acc_width), L),
                                          depth=c.partial_rows)
             m.submodules.partial = sums
             part_read = sums.read_port()
             s2_part = Signal.like(part_read.data)
-            m.d.comb += part_read.addr.eq(r_row)
+            m.d.comb += [part_read.addr.eq(r_row),
+                         self.sum_read_used.eq(r_valid & r_last & self.accumulate)]
             m.d.sync += s2_part.eq(part_read.data)
             lane_add = [copy(1, name=f"add{lane}") for lane in range(L)]
             m.d.sync += [x.eq(self.accumulate & g_last) for x in lane_add]
@@ -380,6 +393,10 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
                                depth=c.out_fifo_depth)
         self.loader = FeatureLoader(c, self.x_layout, self.cmd_layout["rows"].shape)
         self.pipe = AggregationPipeline(c, self, self.path.in_layout)
+        # the SPMM in progress, its rows still to take, and whether none or one is left
+        # (for the proofs)
+        self.busy, self.rows_left = Signal(), Signal.like(self.cmd.payload.rows)
+        self.none_left, self.one_left = Signal(), Signal()
 
     def elaborate(self, platform):
         c = self.config
@@ -393,7 +410,7 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         # fewer rows, joined by a multiplexer right after the block RAM's slow output.
         # Collision-free (mixgcn.hdl.timing): the loader writes row `loaded` of its
         # bank while a SpMM on that bank gathers rows below `loaded` only; what is read
-        # from the other bank is not used
+        # from the other bank is not used (proved: mixgcn.sim.verify.proofs)
         banks = [[collision_free_memory(shape=signed(c.width), depth=c.max_nodes)
                   for _ in range(c.lanes)] for _ in range(2)]
         m.submodules.loader = loader = self.loader
@@ -414,10 +431,10 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
                     m.d.comb += [port.addr.eq(pipe.gather.addr[e]),
                                  pipe.gather.data[b][e][lane].eq(port.data)]
 
-        busy, bank, rows_left = Signal(), Signal(), Signal.like(self.cmd.payload.rows)
+        busy, bank, rows_left = self.busy, Signal(), self.rows_left
         # no row / one row left to take: registers, as they steer the pipeline's
         # handshakes (a 32-bit comparison in front of them was a slow path)
-        none_left, one_left = Signal(), Signal()
+        none_left, one_left = self.none_left, self.one_left
         flushing = busy & none_left  # rows in: the pipeline drains
         wiring.connect(m, pipe.feed, path.i)
         m.d.comb += [path.commit.eq(pipe.commit), pipe.credit.eq(path.credit),

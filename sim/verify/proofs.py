@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from amaranth import Signal, signed, unsigned
+from amaranth import Cat, Signal, signed, unsigned
 from amaranth.hdl import Assert, Assume, Cover
 
 from mixgcn.gen.config import ChipConfig, DCEConfig, SAEConfig
@@ -23,7 +23,7 @@ from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.memport import StreamReader, StreamWriter
 from mixgcn.hdl.output_stage import OutputPath
 from mixgcn.hdl.router import ExchangeRouter, Route
-from mixgcn.hdl.sae import SparseAggregationEngine
+from mixgcn.hdl.sae import SAEOp, SparseAggregationEngine
 from mixgcn.sim.verify.formal import Proof, free_inputs, past, stream_rules
 
 __all__ = ["PROOFS", "models", "proof"]
@@ -178,8 +178,42 @@ def _engine(m, first, engine, inputs, inner):
 
 
 def sparse_engine(m, first):
-    """The sparse engine (:func:`_engine`, over its aggregation pipeline)."""
+    """The sparse engine (:func:`_engine`, over its aggregation pipeline); and its
+    buffer is collision-free (:func:`mixgcn.hdl.timing.collision_free_memory`): no row
+    a beat gathers and uses is being written by the loader into that bank in the same
+    cycle, nor a partial sum read to be added while it is written back. The host loads
+    no more rows than a bank holds, and a command in column windows has no more rows
+    than the partial sums (the driver's windows); more would wrap around."""
     m.submodules.sae = sae = SparseAggregationEngine(_TINY.sae)
+    cmd = sae.cmd.payload
+    c = _TINY.sae
+    m.d.comb += [Assume(~sae.cmd.valid | (cmd.op != SAEOp.LOAD) | (cmd.rows <= c.max_nodes)),
+                 Assume(~sae.cmd.valid | (cmd.op != SAEOp.SPMM) | ~(cmd.keep | cmd.accumulate)
+                        | (cmd.rows <= c.partial_rows))]
+    pipe, write = sae.pipe, sae.loader.write
+    loading = write.en & (sae.loader.fill_bank == pipe.bank)
+    for e in range(_TINY.sae.edges):
+        m.d.comb += Assert(~(pipe.gathered[e] & loading & (pipe.gather.addr[e] == write.addr)),
+                           "gathers_no_row_being_loaded")
+    # why: a held beat belongs to the running command, and while its bank is being
+    # filled, every row it gathers is below the rows loaded (which only grow)
+    beat, loader = pipe.beat, sae.loader
+    m.d.comb += [Assert(~loader.busy | (loader.loaded + loader.left <= _TINY.sae.max_nodes),
+                        "load_fits_its_bank"),
+                 Assert(~pipe.held | pipe.active, "held_beat_is_running"),
+                 Assert(~(pipe.held & pipe.filling) | Cat(
+                     (e >= beat.count) | (beat.col[e] < pipe.loaded)
+                     for e in range(_TINY.sae.edges)).all(), "held_beat_is_loaded")]
+    # and its partial sums: the row whose kept sum is read (to be added) is never the
+    # row being written back, as a command's rows are distinct
+    m.d.comb += [Assert(~(pipe.sum_read_used & pipe.kept
+                          & (pipe.sum_read_row == pipe.sum_write_row)),
+                        "adds_no_sum_being_kept"),
+                 Assert(~(pipe.keep | pipe.accumulate)
+                        | (pipe.row_at + sae.rows_left <= c.partial_rows), "rows_fit_the_sums"),
+                 Assert(~sae.busy | ((sae.none_left == (sae.rows_left == 0))
+                                     & (sae.one_left == (sae.rows_left == 1))),
+                        "rows_left_flags")]
     return _engine(m, first, sae, ("cmd", "x", "csr", "mask"), sae.pipe)
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from mixgcn.gen.config import CHIP_PRESETS, MEMORY_PROFILES, ChipConfig, MemoryProfile
+from mixgcn.gen.dram import DRAMPart, memory_capacity
 from mixgcn.golden.backend import Backend, GoldenBackend, NumberFormat
 from mixgcn.host.comm import InProcess
 
@@ -43,7 +44,7 @@ def open_golden(*, width: int = 16, index: int = 0) -> GoldenBackend:
 def open_rtl(*, chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "default",
              pipeline: bool = True, verbose: bool = False,
              on_build: Callable[[], None] | None = None, index: int = 0,
-             memory: MemoryProfile = MEMORY_PROFILES["ideal"]) -> Backend:
+             memory: MemoryProfile | DRAMPart = MEMORY_PROFILES["ideal"]) -> Backend:
     """A simulated ``chip`` (built on first use) behind the chip driver. ``pipeline``:
     pair kernels on both engines (False: every kernel alone); ``verbose``: show the
     simulator's output; ``on_build``: called before a build that has to run; ``index``:
@@ -61,12 +62,13 @@ def open_board(*, chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "
                board: str = "ulx3s-85f", port: str = "sim", baud: int = DEFAULT_BAUD,
                pipeline: bool = True, verbose: bool = False,
                on_build: Callable[[], None] | None = None, index: int = 0,
-               memory: MemoryProfile = MEMORY_PROFILES["ideal"],
+               memory: MemoryProfile | DRAMPart = MEMORY_PROFILES["ideal"],
                link_timeout: float | None = None) -> Backend:
     """The chip ``chip`` on ``board`` (:data:`~mixgcn.gen.board.BOARDS`: its chip clock
     sets the serial line's divisor for ``baud``) reached through ``port``: a serial
     device's path, or ``sim`` for the simulated board top (built on first use; its
-    memory plays ``memory``). ``link_timeout``: seconds the host waits for an answer
+    memory plays ``memory``: a profile of the memory model, or a DRAM behind LiteDRAM's
+    controller). ``link_timeout``: seconds the host waits for an answer
     other than a batch's (default: 2 s on a serial port, 0.05 s on the simulation,
     which answers before its ``write`` returns)."""
     from mixgcn.gen.board import BOARDS
@@ -85,14 +87,17 @@ def open_board(*, chip: ChipConfig = CHIP_PRESETS["default"], chip_name: str = "
         serial = SimulatedSerialPort(chip, divisor=divisor, name=name, memory=memory,
                                      verbose=verbose, on_build=on_build)
         timeout = 0.05 if link_timeout is None else link_timeout
+        sized = dict(capacity=memory_capacity(chip, memory), stretch=serial.stretch)
     else:
         if memory.name != "ideal":
             raise ValueError(f"--memory {memory.name} plays a memory in simulation; a real "
                              "board has its own")
         serial = open_serial(port, baud)
         timeout = 2.0 if link_timeout is None else link_timeout
+        sized = {}
     try:
-        device = BoardDevice(chip, serial, name=name, clock_hz=clock_hz, timeout=timeout)
+        device = BoardDevice(chip, serial, name=name, clock_hz=clock_hz, timeout=timeout,
+                             **sized)
     except BaseException:
         serial.close()
         raise

@@ -75,14 +75,17 @@ class BoardDevice:
     ``clock_hz``: the board's clock, for the time a ``RUN`` may take before the host
     gives up on it (with the cycle budget of :class:`TimeoutPolicy`); ``timeout``:
     seconds the host waits for any other answer; ``retries``: how often a request is
-    sent again (docs/link.md)."""
+    sent again (docs/link.md); ``capacity``: the memory words the host may use (the
+    chip's address space unless the board's memory is smaller); ``stretch``: how many
+    times longer than on an ideal memory a batch may take on the board's."""
 
     backend = "board"  # what a run's JSON names as its backend
     counts_memory = False  # the board does not count its memory's words
 
     def __init__(self, config: ChipConfig, port, *, name: str = "board",
                  clock_hz: float = 25e6, timeout: float = 2.0, retries: int = 3,
-                 timeouts: TimeoutPolicy = TIMEOUTS):
+                 timeouts: TimeoutPolicy = TIMEOUTS, capacity: int | None = None,
+                 stretch: int = 1):
         if not isinstance(config, ChipConfig):
             raise TypeError(f"expected a ChipConfig, got {config!r}")
         if not clock_hz > 0:
@@ -90,6 +93,13 @@ class BoardDevice:
         self.config, self.name, self.port = config, name, port
         self.clock_hz, self.timeouts = clock_hz, timeouts
         self.layouts = ll = LinkLayouts(config)
+        self.capacity = ll.memory_words if capacity is None else int(capacity)
+        if not 0 < self.capacity <= ll.memory_words:
+            raise ValueError(f"the board's memory must hold 1..{ll.memory_words} words (the "
+                             f"chip's address space), got {capacity!r}")
+        if not (isinstance(stretch, int) and stretch >= 1):
+            raise ValueError(f"a batch's stretch must be a whole number >= 1, got {stretch!r}")
+        self.stretch = stretch
         self._lay = ll.chip
         self.link = Link(port.write, port.read, timeout=timeout, retries=retries)
         # the counters before anything runs: each batch reports what it added
@@ -134,7 +144,7 @@ class BoardDevice:
         before, cycles, records, error = self._last, 0, [], 0
         start = time.monotonic()
         for a, b in itertools.pairwise(cuts):
-            part = self.timeouts.batch_cycles(self._lay, ints[a:b])
+            part = self.timeouts.batch_cycles(self._lay, ints[a:b]) * self.stretch
             seconds = self.timeouts.reply_seconds(part) + part / self.clock_hz
             wait = seconds
             if hasattr(self.port, "send_seconds"):
@@ -204,9 +214,9 @@ class BoardDevice:
         return words
 
     def _check(self, addr: int, count: int) -> None:
-        if addr < 0 or count < 0 or addr + count > self.layouts.memory_words:
+        if addr < 0 or count < 0 or addr + count > self.capacity:
             raise ValueError(f"memory words {addr}..{addr + count - 1} lie outside the "
-                             f"board's {self.layouts.memory_words}-word memory")
+                             f"board's {self.capacity}-word memory")
 
 
 def open_serial(path: str, baud: int):

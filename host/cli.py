@@ -57,7 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="rtl: the chip to simulate, a preset or the chip.json 'make verilog' "
                         "writes (default: default)")
     t.add_argument("--memory", default=None, choices=memory_names(),
-                   help="rtl: the memory the simulated chip reads and writes: a profile of "
+                   help="rtl, board --port sim: the memory the simulated chip reads and "
+                        "writes: a profile of "
                         "bandwidth, latency and bursts the memory model plays, or "
                         "ulx3s-litedram, the ULX3S's SDRAM behind LiteDRAM's controller "
                         "(the dram extra) (docs/memory.md; default: ideal, every channel a "
@@ -224,9 +225,10 @@ def cmd_train(args) -> int:
         dataset = load_dataset(args.dataset, args.data_dir, seed=args.seed)
     except (ConfigError, DatasetError) as e:
         raise _fail(str(e)) from None
-    if isinstance(memory, DRAMPart) and (args.backend == "board" or args.exchange == "fabric"):
+    if isinstance(memory, DRAMPart) and args.exchange == "fabric":
         raise _fail(f"--memory {memory.name}: a DRAM behind its controller is simulated "
-                    "for one chip of --backend rtl (not yet on the board top or a fabric)")
+                    "for one chip (--backend rtl, or board with --port sim), not yet on a "
+                    "fabric")
     if parallel is not None:
         try:
             parallel.check(dataset)

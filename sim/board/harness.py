@@ -1,6 +1,7 @@
 """The board in simulation: a :class:`~mixgcn.hdl.host_link.LinkedChip` on the memory
-model, with the host's side of the serial line in hardware too, so Python acts once
-per request, never per bit.
+model, or on a DRAM behind LiteDRAM's controller (its memory bus through a
+:class:`~mixgcn.hdl.dram.DRAMBridge`, as a board top puts it), with the host's side of
+the serial line in hardware too, so Python acts once per request, never per bit.
 
 The host's bytes (a request's frame) are put in a send memory (``sender.mem``); a
 ``send_start`` pulse streams ``send_count`` of them through a UART transmitter into the
@@ -18,6 +19,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import ChipConfig
+from mixgcn.gen.dram import DRAMPart
+from mixgcn.hdl.chip import ChipLayouts
+from mixgcn.hdl.dram import DRAMBridge, dram_controller
 from mixgcn.hdl.frames import MAX_PAYLOAD
 from mixgcn.hdl.host_link import LinkedChip
 from mixgcn.hdl.uart import UARTReceiver, UARTTransmitter
@@ -30,21 +34,29 @@ __all__ = ["BYTE_DEPTH", "BoardHarness", "board_verilog"]
 BYTE_DEPTH = 2 * MAX_PAYLOAD
 
 
-class BoardHarness(wiring.Component):
-    """See the module docstring. ``divisor``: clock cycles a bit on the serial line."""
-
-    def __init__(self, config: ChipConfig, divisor: int, seed: int = 0xACE1):
-        self.config, self.divisor, self.seed = config, divisor, seed
-        self.board = LinkedChip(config, divisor)
-        aw = config.addr_width
-        super().__init__({
-            "send_count": In(32), "send_start": In(1), "sent": Out(32),
-            "received": Out(32), "quiet": Out(1), "line_cut": In(1),
-            "read_stall": In(8), "write_stall": In(8),
+def model_ports(addr_width: int) -> dict:
+    """The memory model's controls and counters, as harness ports."""
+    return {"read_stall": In(8), "write_stall": In(8),
             "mem_bandwidth": In(17), "mem_latency": In(7), "mem_burst_shift": In(5),
             "mem_burst_cycles": In(8), "mem_words_read": Out(48),
             "mem_words_written": Out(48), "mem_forget": In(1), "mem_words_distinct": Out(48),
-            "mem_load": In(1), "mem_dump": In(1), "dump_first": In(aw), "dump_last": In(aw),
+            "mem_load": In(1), "mem_dump": In(1), "dump_first": In(addr_width),
+            "dump_last": In(addr_width)}
+
+
+class BoardHarness(wiring.Component):
+    """See the module docstring. ``divisor``: clock cycles a bit on the serial line;
+    ``dram``: the board's memory is that DRAM behind LiteDRAM's controller, not the
+    memory model (whose ports the harness then lacks)."""
+
+    def __init__(self, config: ChipConfig, divisor: int, seed: int = 0xACE1,
+                 dram: DRAMPart | None = None):
+        self.config, self.divisor, self.seed, self.dram = config, divisor, seed, dram
+        self.board = LinkedChip(config, divisor)
+        super().__init__({
+            "send_count": In(32), "send_start": In(1), "sent": Out(32),
+            "received": Out(32), "quiet": Out(1), "line_cut": In(1),
+            **(model_ports(config.addr_width) if dram is None else {}),
         })
 
     def elaborate(self, platform):
@@ -66,16 +78,36 @@ class BoardHarness(wiring.Component):
             m.d.sync += self.sent.eq(self.sent + 1)
         m.d.comb += self.quiet.eq((self.sent == self.send_count) & ~host_tx.busy
                                   & ~board.busy & ~host_rx.busy)
-        memory_model(m, self.config, board.memory, lambda name: getattr(self, name),
-                     self.seed)
+        if self.dram is None:
+            memory_model(m, self.config, board.memory, lambda name: getattr(self, name),
+                         self.seed)
+        else:
+            mem_width = ChipLayouts(self.config).mem_width
+            m.submodules.bridge = bridge = DRAMBridge(self.config.addr_width, mem_width,
+                                                      self.dram.addr_width(mem_width))
+            wiring.connect(m, board.memory, bridge.bus)
+            m.submodules.dram = dram_controller(bridge.dram)
         return m
 
 
 def board_verilog(config: ChipConfig, divisor: int, seed: int = 0xACE1,
-                  on_generate=None) -> str:
+                  on_generate=None, dram: DRAMPart | None = None) -> str:
     """Verilog of the board harness with its clocked top (cached, see
-    :func:`~mixgcn.sim.chip.harness.cached_verilog`)."""
+    :func:`~mixgcn.sim.chip.harness.cached_verilog`); with ``dram``, LiteDRAM's
+    controller and model of it too."""
+    from importlib.metadata import version
     from pathlib import Path
-    return cached_verilog("board", (config, divisor, seed),
-                          lambda: BoardHarness(config, divisor, seed=seed), on_generate,
-                          sources=(Path(__file__),))
+
+    if dram is None:
+        return cached_verilog("board", (config, divisor, seed),
+                              lambda: BoardHarness(config, divisor, seed=seed), on_generate,
+                              sources=(Path(__file__),))
+    import mixgcn.gen.dram
+    from mixgcn.gen.dram import dram_verilog
+
+    mem_width = ChipLayouts(config).mem_width
+    return cached_verilog(
+        "board", (config, divisor, seed, dram, version("litedram"), version("migen")),
+        lambda: BoardHarness(config, divisor, seed=seed, dram=dram), on_generate,
+        sources=(Path(__file__), Path(mixgcn.gen.dram.__file__)),
+        extra=lambda: dram_verilog(dram.name, mem_width)[0])

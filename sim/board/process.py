@@ -16,6 +16,9 @@ import time
 from collections.abc import Callable
 
 from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile
+from mixgcn.gen.dram import DRAMPart
+from mixgcn.hdl.chip import ChipLayouts
+from mixgcn.hdl.memport import CHANNELS
 from mixgcn.host.device import TIMEOUTS, DeviceError, TimeoutPolicy
 from mixgcn.sim.board.harness import board_verilog
 from mixgcn.sim.build import BuildError, build
@@ -27,21 +30,26 @@ __all__ = ["SimulatedSerialPort"]
 
 class SimulatedSerialPort(ServerProcess):
     """The serial port of a simulated board holding the chip ``config`` behind its host
-    link, ``divisor`` clock cycles a bit, on a memory of the profile ``memory``.
+    link, ``divisor`` clock cycles a bit, on a memory of the profile ``memory`` or on a
+    DRAM behind LiteDRAM's controller (a :class:`~mixgcn.gen.dram.DRAMPart`;
+    :attr:`stretch`: how many times longer than on the ideal memory a batch may take).
     ``send_seconds``: how long the host waits for the simulation to carry out what one
     :meth:`write` sent (a ``RUN`` runs a batch); the board's device sets it per
     request. :attr:`cycles`: the board's clock cycles so far; :attr:`line_bytes`: the
     bytes the line carried (both ways)."""
 
     def __init__(self, config: ChipConfig, *, divisor: int = 4, name: str = "board (sim)",
-                 memory: MemoryProfile = MEMORY_PROFILES["ideal"], verbose: bool = False,
+                 memory: MemoryProfile | DRAMPart = MEMORY_PROFILES["ideal"],
+                 verbose: bool = False,
                  on_build: Callable[[], None] | None = None,
                  timeouts: TimeoutPolicy = TIMEOUTS):
         if not isinstance(config, ChipConfig):
             raise TypeError(f"expected a ChipConfig, got {config!r}")
-        if not isinstance(memory, MemoryProfile):
-            raise TypeError(f"expected a MemoryProfile, got {memory!r}")
+        if not isinstance(memory, MemoryProfile | DRAMPart):
+            raise TypeError(f"expected a MemoryProfile or a DRAMPart, got {memory!r}")
         self.config, self.divisor, self.memory = config, divisor, memory
+        self.stretch = memory.stretch(ChipLayouts(config).mem_width, len(CHANNELS))
+        dram = memory if isinstance(memory, DRAMPart) else None
         self.name, self.timeouts = name, timeouts
         self.send_seconds = timeouts.reply_seconds()
         self.cycles = self.line_bytes = 0
@@ -53,9 +61,9 @@ class SimulatedSerialPort(ServerProcess):
                 announced.append(on_build())
 
         try:
-            sim = build(board_verilog(config, divisor, on_generate=announce), TOP, lean=True,
-                        timing=True, on_build=announce)
-        except BuildError as e:
+            sim = build(board_verilog(config, divisor, on_generate=announce, dram=dram), TOP,
+                        lean=True, timing=True, on_build=announce)
+        except (BuildError, ValueError) as e:
             raise DeviceError(f"{name}: {e}") from None
         self._launch(sim, "mixgcn.sim.board.server", "mixgcn-board-",
                      dict(MIXGCN_CHIP_CONFIG=json.dumps(config.to_dict()),

@@ -11,10 +11,12 @@ say) and replies with the bytes the board sent on ``tx`` meanwhile and the cycle
 took. So the host's link (:class:`~mixgcn.host.link.Link`) runs unchanged over it,
 and the whole board — UART, frames, request executor, chip, memory — is the Verilog.
 
-Other operations: ``hello`` (the configuration, divisor and memory profile),
-``stalls`` (``read``, ``write``: the memory refuses a request or a write in a cycle
-with that probability in 256ths), ``line`` (``cut``: the board's ``rx`` held idle),
-``close``. While it waits for the host, no simulated time passes.
+Other operations: ``hello`` (the configuration, divisor and memory: a profile the
+memory model plays, or the DRAM behind LiteDRAM's controller the harness was built
+on), ``stalls`` (``read``, ``write``: the memory model refuses a request or a write in
+a cycle with that probability in 256ths; a DRAM has its own timing, and refuses them),
+``line`` (``cut``: the board's ``rx`` held idle), ``close``. While it waits for the
+host, no simulated time passes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import cocotb
 from cocotb.triggers import ClockCycles, First, RisingEdge
 from cocotb.utils import get_sim_time
 
-from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile
+from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile, memory_from_dict
+from mixgcn.gen.dram import DRAMPart
 from mixgcn.hdl.chip import ChipLayouts
 from mixgcn.sim.board.harness import BYTE_DEPTH
 from mixgcn.sim.build import CLOCK_PERIOD_NS
@@ -37,8 +40,8 @@ WATCH_CYCLES = 200_000  # cycles between checks that the host still lives
 
 
 class BoardServer:
-    def __init__(self, dut, config: ChipConfig, divisor: int, memory: MemoryProfile,
-                 host_pid: int):
+    def __init__(self, dut, config: ChipConfig, divisor: int,
+                 memory: MemoryProfile | DRAMPart, host_pid: int):
         self.dut, self.config, self.divisor, self.memory = dut, config, divisor, memory
         self.host_pid = host_pid
         self.cycles = 0  # clock cycles the board has run
@@ -48,12 +51,15 @@ class BoardServer:
 
     async def start(self) -> None:
         dut, m = self.dut, self.memory
-        for name in ("send_count", "send_start", "line_cut", "read_stall", "write_stall",
-                     "mem_forget", "mem_load", "mem_dump", "dump_first", "dump_last"):
+        for name in ("send_count", "send_start", "line_cut"):
             getattr(dut, name).value = 0
-        dut.mem_bandwidth.value, dut.mem_latency.value = m.bandwidth, m.latency
-        dut.mem_burst_shift.value = m.burst_shift(ChipLayouts(self.config).mem_width)
-        dut.mem_burst_cycles.value = m.burst_cycles
+        if isinstance(m, MemoryProfile):
+            for name in ("read_stall", "write_stall", "mem_forget", "mem_load", "mem_dump",
+                         "dump_first", "dump_last"):
+                getattr(dut, name).value = 0
+            dut.mem_bandwidth.value, dut.mem_latency.value = m.bandwidth, m.latency
+            dut.mem_burst_shift.value = m.burst_shift(ChipLayouts(self.config).mem_width)
+            dut.mem_burst_cycles.value = m.burst_cycles
         dut.rst.value = 1
         await ClockCycles(dut.clk, 3)
         dut.rst.value = 0
@@ -97,11 +103,15 @@ class BoardServer:
             self.cycles += cycles
             return dict(ok=True, cycles=cycles), out
         if op == "stalls":
+            if isinstance(self.memory, DRAMPart) and (req.get("read") or req.get("write")):
+                raise ValueError("random memory stalls are the memory model's; a DRAM "
+                                 "behind its controller has its own timing")
             for kind in ("read", "write"):
                 level = int(req.get(kind, 0))
                 if not 0 <= level <= 255:
                     raise ValueError(f"{kind} stall must be in 0..255, got {level}")
-                getattr(self.dut, f"{kind}_stall").value = level
+                if isinstance(self.memory, MemoryProfile):
+                    getattr(self.dut, f"{kind}_stall").value = level
             return dict(ok=True), b""
         if op == "line":
             self.dut.line_cut.value = int(bool(req.get("cut")))
@@ -118,8 +128,7 @@ async def serve(dut):
     config = ChipConfig.from_dict(json.loads(os.environ["MIXGCN_CHIP_CONFIG"]))
     divisor = int(os.environ["MIXGCN_DIVISOR"])
     profile = os.environ.get("MIXGCN_MEMORY_PROFILE")
-    memory = (MemoryProfile.from_dict(json.loads(profile)) if profile
-              else MEMORY_PROFILES["ideal"])
+    memory = memory_from_dict(json.loads(profile)) if profile else MEMORY_PROFILES["ideal"]
     server = BoardServer(dut, config, divisor, memory, host_pid)
     await server.start()
     with socket.socket(fileno=int(os.environ["MIXGCN_SERVER_FD"])) as sock:

@@ -88,10 +88,57 @@ def _litedram():
                         "pip install -e '.[dram]'") from None
 
 
+def init_steps(part: DRAMPart, clk_hz: float, powerup_us: float = 200.0) -> list[dict]:
+    """The SDRAM's initialisation as steps of the sequencer (:func:`dram_verilog`):
+    LiteDRAM's own sequence for the PHY (CKE high, precharge all, load the mode
+    register with the PHY's CAS latency and burst length, two auto-refreshes, the mode
+    register again), each step a command (``pins``: cs, ras, cas, we asserted, or
+    ``None``: CKE rises) and then a wait in clock cycles: ``powerup_us`` after CKE
+    rises (the part's datasheet asks 100 µs before the first command), then the
+    command's own time — tRP after a precharge, tRFC after a refresh, and after a mode
+    register load the 200 cycles LiteDRAM's sequence waits (the part needs 2)."""
+    _litedram()
+    import litedram.modules
+    from litedram.init import get_sdr_phy_init_sequence
+
+    t = getattr(litedram.modules, part.module)(clk_hz, "1:1").timing_settings
+    sequence, _ = get_sdr_phy_init_sequence(_phy_settings(part, clk_hz), t)
+    steps = []
+    for name, address, bank, command, delay in sequence:
+        flags = set(command.split("|"))
+        if "DFII_CONTROL_CKE" in flags:
+            steps.append(dict(name=name, pins=None, address=0, bank=0,
+                              wait=round(powerup_us * 1e-6 * clk_hz)))
+            continue
+        pins = tuple(int(f"DFII_COMMAND_{x}" in flags) for x in ("CS", "RAS", "CAS", "WE"))
+        wait = {(1, 1, 0, 1): t.tRP, (1, 1, 1, 0): t.tRFC, (1, 1, 1, 1): delay}.get(pins)
+        if wait is None:
+            raise DRAMError(f"LiteDRAM's initialisation has a step this sequencer does not "
+                            f"know: {name!r} ({command})")
+        steps.append(dict(name=name, pins=pins, address=address, bank=bank,
+                          wait=max(int(wait), 2)))
+    return steps
+
+
+def _phy_settings(part: DRAMPart, clk_hz: float):
+    """The PHY settings GENSDRPHY has for ``part`` at ``clk_hz`` (the model PHY takes
+    the same: CAS latency, read latency)."""
+    from litedram.phy.gensdrphy import GENSDRPHY
+    from migen import Record
+
+    layout = [("a", 13), ("ba", 2), ("cs_n", 1), ("cke", 1), ("ras_n", 1), ("cas_n", 1),
+              ("we_n", 1), ("dq", part.data_bits), ("dm", part.data_bits // 8)]
+    return GENSDRPHY(Record(layout), clk_hz).settings
+
+
 def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
-                 check_timing: bool = False, name: str = "mixgcn_dram") -> tuple[str, int]:
+                 check_timing: bool = False, name: str = "mixgcn_dram",
+                 pins: bool = False, powerup_us: float = 200.0) -> tuple[str, int]:
     """The Verilog of module ``name`` (module docstring) and its port's address width
-    in words."""
+    in words. ``pins``: on the board's PHY (``GENSDRPHY``), the SDRAM's pins as ports
+    ``sdram_*``; otherwise on LiteDRAM's model of the part. Either way an
+    initialisation sequencer (:func:`init_steps`, ``powerup_us``) drives the DFI first
+    and the port takes no command until it is done (``init_done``)."""
     if part not in DRAM_PARTS:
         raise DRAMError(f"unknown DRAM {part!r}: expected one of {', '.join(DRAM_PARTS)}")
     p = DRAM_PARTS[part]
@@ -100,25 +147,76 @@ def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
                         f"{p.name}'s {p.data_bits}-bit beats")
     if not 10e6 <= clk_hz <= 200e6:
         raise DRAMError(f"the DRAM's clock must be 10..200 MHz, got {clk_hz / 1e6:g} MHz")
+    if not 0 <= powerup_us <= 10_000:
+        raise DRAMError(f"the power-up wait must be 0..10000 µs, got {powerup_us!r}")
     _litedram()
     import litedram.modules
     from litedram.core import LiteDRAMCore
+    from litedram.phy.gensdrphy import GENSDRPHY
     from litedram.phy.model import SDRAMPHYModel
-    from migen import Module, Signal
+    from migen import Case, If, Module, Record, Replicate, Signal
     from migen.fhdl.verilog import convert
 
     module = getattr(litedram.modules, p.module)(clk_hz, "1:1")
+    steps = init_steps(p, clk_hz, powerup_us)
+
+    class InitSequencer(Module):
+        """Drives the controller's DFI injector's external DFI through ``steps`` (a
+        command for one cycle, then its wait), then hands the DFI to the controller."""
+
+        def __init__(self, dfii):
+            self.done = done = Signal()
+            step = Signal(max=len(steps) + 1)
+            wait = Signal(max=max(s["wait"] for s in steps) + 1)
+            cke = Signal()
+            phases = dfii.ext_dfi.phases
+            self.comb += dfii.ext_dfi_sel.eq(~done)
+            for ph in phases:  # no command unless one is issued below
+                self.comb += [ph.cke.eq(Replicate(cke, len(ph.cke))),
+                              ph.cs_n.eq(~0), ph.ras_n.eq(1), ph.cas_n.eq(1), ph.we_n.eq(1)]
+            issue = Signal()
+            self.comb += issue.eq(~done & (wait == 0))
+            cases = {}
+            for i, s in enumerate(steps):
+                actions = [wait.eq(s["wait"]), step.eq(i + 1)]
+                if s["pins"] is None:
+                    actions.append(cke.eq(1))
+                cases[i] = actions
+            cases["default"] = [done.eq(1)]
+            self.sync += If(wait != 0, wait.eq(wait - 1)).Elif(~done, Case(step, cases))
+            commands = {}
+            ph = phases[0]
+            for i, s in enumerate(steps):
+                if s["pins"] is None:
+                    continue
+                cs, ras, cas, we = s["pins"]
+                commands[i] = [ph.cs_n.eq(~cs), ph.ras_n.eq(~ras), ph.cas_n.eq(~cas),
+                               ph.we_n.eq(~we), ph.address.eq(s["address"]),
+                               ph.bank.eq(s["bank"])]
+            self.comb += If(issue, Case(step, commands))
 
     class Top(Module):
         def __init__(self):
-            self.submodules.phy = phy = SDRAMPHYModel(module, data_width=p.data_bits,
-                                                      clk_freq=clk_hz,
-                                                      verbosity=1 if check_timing else 0)
+            self.ios = set()
+            if pins:
+                layout = [("a", 13), ("ba", 2), ("cs_n", 1), ("cke", 1), ("ras_n", 1),
+                          ("cas_n", 1), ("we_n", 1), ("dq", p.data_bits),
+                          ("dm", p.data_bits // 8)]
+                pads = Record(layout, name="sdram")
+                self.submodules.phy = phy = GENSDRPHY(pads, clk_hz)
+                self.ios |= {getattr(pads, f) for f, _ in layout}
+            else:
+                self.submodules.phy = phy = SDRAMPHYModel(
+                    module, data_width=p.data_bits, clk_freq=clk_hz,
+                    verbosity=1 if check_timing else 0)
             self.submodules.core = core = LiteDRAMCore(phy, module.geom_settings,
                                                        module.timing_settings, clk_freq=clk_hz)
+            self.submodules.init = init = InitSequencer(core.dfii)
             port = core.crossbar.get_port(data_width=mem_width)
             self.addr_width = len(port.cmd.addr)
-            self.ios = set()
+            done = Signal(name_override="init_done")
+            self.comb += done.eq(init.done)
+            self.ios.add(done)
             # named ports: migen would otherwise name them after their place inside
             for stream_name, stream in (("cmd", port.cmd), ("wdata", port.wdata),
                                         ("rdata", port.rdata)):
@@ -129,7 +227,11 @@ def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
                     inner = getattr(stream, field)
                     outer = Signal(len(inner), name_override=f"{stream_name}_{field}")
                     into = inward != (field == "ready")  # driven from outside
-                    self.comb += inner.eq(outer) if into else outer.eq(inner)
+                    source = outer if into else inner
+                    if stream_name == "cmd" and field in ("valid", "ready"):
+                        # no command is taken before the DRAM is initialised
+                        source = source & init.done
+                    self.comb += inner.eq(source) if into else outer.eq(source)
                     self.ios.add(outer)
 
     top = Top()
@@ -137,4 +239,3 @@ def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
         raise DRAMError(f"LiteDRAM's port takes {top.addr_width}-bit addresses, the "
                         f"{p.name}'s {p.words(mem_width)} words {p.addr_width(mem_width)}")
     return str(convert(top, top.ios, name=name)), top.addr_width
-

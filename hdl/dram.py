@@ -144,11 +144,14 @@ class DRAMBridge(wiring.Component):
         return m
 
 
-def dram_controller(port) -> Instance:
+def dram_controller(port, init_done=None) -> Instance:
     """The generated controller (module ``mixgcn_dram``, :mod:`mixgcn.gen.dram`) on
-    ``port``, a bridge's :class:`NativePort`, in the domain ``sync``."""
+    ``port``, a bridge's :class:`NativePort`, in the domain ``sync``; ``init_done``
+    (a signal, optional): high once the DRAM is initialised (the port takes no command
+    before)."""
     return Instance(
         "mixgcn_dram", i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
+        o_init_done=Signal(name="dram_init_done") if init_done is None else init_done,
         i_cmd_valid=port.cmd.valid, o_cmd_ready=port.cmd.ready,
         i_cmd_we=port.cmd.payload.we, i_cmd_addr=port.cmd.payload.addr,
         i_wdata_valid=port.wdata.valid, o_wdata_ready=port.wdata.ready,

@@ -47,7 +47,8 @@ def model_ports(addr_width: int) -> dict:
 class BoardHarness(wiring.Component):
     """See the module docstring. ``divisor``: clock cycles a bit on the serial line;
     ``dram``: the board's memory is that DRAM behind LiteDRAM's controller, not the
-    memory model (whose ports the harness then lacks)."""
+    memory model (whose ports the harness then lacks; ``dram_ready``: the controller
+    has initialised the DRAM)."""
 
     def __init__(self, config: ChipConfig, divisor: int, seed: int = 0xACE1,
                  dram: DRAMPart | None = None):
@@ -56,7 +57,7 @@ class BoardHarness(wiring.Component):
         super().__init__({
             "send_count": In(32), "send_start": In(1), "sent": Out(32),
             "received": Out(32), "quiet": Out(1), "line_cut": In(1),
-            **(model_ports(config.addr_width) if dram is None else {}),
+            **(model_ports(config.addr_width) if dram is None else {"dram_ready": Out(1)}),
         })
 
     def elaborate(self, platform):
@@ -86,7 +87,7 @@ class BoardHarness(wiring.Component):
             m.submodules.bridge = bridge = DRAMBridge(self.config.addr_width, mem_width,
                                                       self.dram.addr_width(mem_width))
             wiring.connect(m, board.memory, bridge.bus)
-            m.submodules.dram = dram_controller(bridge.dram)
+            m.submodules.dram = dram_controller(bridge.dram, init_done=self.dram_ready)
         return m
 
 

@@ -34,6 +34,7 @@ from mixgcn.gen.dram import DRAMPart
 from mixgcn.hdl.chip import ChipLayouts
 from mixgcn.sim.board.harness import BYTE_DEPTH
 from mixgcn.sim.build import CLOCK_PERIOD_NS
+from mixgcn.sim.chip.control import wait_for_dram
 from mixgcn.sim.chip.server import HostGone, serve_requests
 
 WATCH_CYCLES = 200_000  # cycles between checks that the host still lives
@@ -64,6 +65,8 @@ class BoardServer:
         await ClockCycles(dut.clk, 3)
         dut.rst.value = 0
         await ClockCycles(dut.clk, 1)
+        if isinstance(m, DRAMPart):  # the board's controller initialises its DRAM first
+            await wait_for_dram(dut, m)
 
     async def send(self, data: bytes) -> tuple[bytes, int]:
         """Put ``data`` on the board's line; the bytes it sent back and the cycles."""

@@ -25,7 +25,7 @@ import numpy as np
 from cocotb.triggers import ClockCycles, FallingEdge, First, RisingEdge, Timer, ValueChange
 
 from mixgcn.gen.config import MEMORY_PROFILES, ChipConfig, MemoryProfile
-from mixgcn.gen.dram import DRAMPart, memory_capacity
+from mixgcn.gen.dram import DRAMPart, init_steps, memory_capacity
 from mixgcn.hdl.chip import ChipLayouts
 from mixgcn.hdl.memport import CHANNELS
 from mixgcn.host.device import COUNTERS, MEMORY_COUNTERS, BatchResult, StatusRecord
@@ -160,6 +160,8 @@ class HarnessControl:
         await ClockCycles(dut.clk, cycles)
         dut.rst.value = 0
         await ClockCycles(dut.clk, 1)
+        if self.dram:  # the controller initialises the DRAM first, as on a board
+            await wait_for_dram(dut, self.memory)
 
     # ------------------------------------------------------------------- memory
     def _check(self, addr: int, count: int) -> None:
@@ -350,3 +352,16 @@ class InSimulatorChip:
 
     def close(self) -> None:
         pass
+
+
+async def wait_for_dram(dut, part: DRAMPart) -> None:
+    """Wait (one trigger in the simulator) until the DRAM behind the harness ``dut`` is
+    initialised (its ``dram_ready``), within twice its initialisation's cycles."""
+    if int(dut.dram_ready.value):
+        return
+    # the controller is generated for the simulation's clock (harness_verilog)
+    steps = init_steps(part, 1e9 / CLOCK_PERIOD_NS)
+    budget = 2 * sum(step["wait"] + 1 for step in steps)
+    limit = Timer(CLOCK_PERIOD_NS * budget, unit="ns")
+    if await First(RisingEdge(dut.dram_ready), limit) is limit:
+        raise ChipHung(f"the DRAM's initialisation did not finish in {budget:,} cycles")

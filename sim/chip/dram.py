@@ -12,7 +12,8 @@ the chip reads was written into the DRAM model by its controller.
 
 Ports beside :func:`~mixgcn.sim.chip.harness.harness_ports`: ``copy_in`` /
 ``copy_out`` (a cycle each: copy words ``dump_first``..``dump_last`` from staging to
-DRAM, or back), ``copy_busy``.
+DRAM, or back), ``copy_busy``, ``dram_ready`` (the DRAM is initialised: after a
+reset, the controller takes no command before).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from mixgcn.hdl.memport import ReadChannel, WriteChannel
 
 __all__ = ["DRAM_PORTS", "WordCopier", "dram_memory"]
 
-DRAM_PORTS = {"copy_in": In(1), "copy_out": In(1), "copy_busy": Out(1)}
+DRAM_PORTS = {"copy_in": In(1), "copy_out": In(1), "copy_busy": Out(1), "dram_ready": Out(1)}
 
 
 class WordCopier(wiring.Component):
@@ -96,7 +97,7 @@ def dram_memory(m: Module, c: ChipConfig, bus, port, seed: int, dram_addr_width:
     for copier, name in ((into, "copy_in"), (back, "copy_out")):
         m.d.comb += [copier.start.eq(port(name)), copier.first.eq(port("dump_first")),
                      copier.last.eq(port("dump_last"))]
-    m.submodules.dram = dram_controller(bridge.dram)
+    m.submodules.dram = dram_controller(bridge.dram, init_done=port("dram_ready"))
     # the staging memory: one read channel (copy_in's source), one write channel
     # (copy_out's destination), no stalls, no bandwidth limit
     src, dst = into.src, back.dst.wr

@@ -64,14 +64,16 @@ verilog: $(STAMP)
 
 # A bitstream for an FPGA board with the open toolchain (YoWASP, from PyPI), and its
 # report from the tools: make board BOARD=ulx3s-85f CHIP=ecp5 [CHIPS=2 [FABRIC=serial]]
-# [SEED=N] (serial: a chip per board, a bitstream each; SEED: nextpnr's placement seed). Large chips take tens of minutes (place
+# [SEED=N] [TOP=link] (serial: a chip per board, a bitstream each; SEED: nextpnr's
+# placement seed; TOP=link: the chip behind its host link on the board's DRAM, ULX3S).
+# Large chips take tens of minutes (place
 # and route is single-threaded WebAssembly).
 BOARD ?= ulx3s-85f
 CHIP  ?= ecp5
 board: $(STAMP)
 	$(VENV)/bin/mixgcn board --board $(BOARD) --chip $(CHIP) --fabric $(FABRIC) \
 		--chips $(if $(filter command line environment,$(origin CHIPS)),$(CHIPS),1) \
-		$(if $(SEED),--seed $(SEED))
+		$(if $(SEED),--seed $(SEED)) $(if $(TOP),--top $(TOP))
 
 bench: $(STAMP)
 	$(PY) -m mixgcn.host.bench --out bench/results.json

@@ -124,6 +124,14 @@ def design_for(chip: ChipConfig, chips: int):
     return System(SystemConfig(chip=chip, chips=chips))
 
 
+def linked_design(chip: ChipConfig, board: Board, mhz: float, baud: int):
+    """The chip behind its host link, the serial line at ``baud`` on a ``mhz`` clock."""
+    from mixgcn.hdl.host_link import LinkedChip
+    from mixgcn.hdl.uart import divisor_for
+
+    return LinkedChip(chip, divisor_for(mhz * 1e6, baud))
+
+
 def check_fits(board: Board, chip: ChipConfig, chips: int) -> None:
     """Refuse, before the tools run, a design whose feature buffers alone exceed the
     part's block RAM (synthesis would build them from flip-flops, or run out of memory
@@ -312,16 +320,31 @@ LINK_FIELDS = ("clk", "valid", "last", "credit", "data")
 LINK_PINS = len(LINK_FIELDS) - 1 + FABRIC_PRESETS["serial"].link_width
 
 
+TOPS = ("scan", "link")
+
+
+def board_dram(board_name: str):
+    """The :class:`~mixgcn.gen.dram.DRAMPart` of ``board_name``'s memory, or None when
+    no controller is generated for it yet."""
+    from mixgcn.gen.dram import DRAM_PARTS
+
+    return next((p for p in DRAM_PARTS.values() if p.board == board_name), None)
+
+
 def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int = 1,
                 fabric: str = "crossbar", out: Path, mhz: float | None = None,
-                seed: int | None = None, progress=print, verbose: bool = False) -> dict:
+                seed: int | None = None, top: str = "scan", baud: int = 3_000_000,
+                progress=print, verbose: bool = False) -> dict:
     """Build ``chips`` chips of ``chip`` for ``board_name``: on one FPGA joined by a
     crossbar (``fabric="crossbar"``: one bitstream), or a chip per board joined by
     serial links on pins (``fabric="serial"``: a bitstream per board, in
     ``out/board<p>``). ``seed``: nextpnr's placement seed (its default when None);
     Fmax moves by several MHz from one placement to another, so a design is judged
-    over seeds. Returns the report (also written to ``out/report.json``); a serial
-    system's lists each board's under ``boards``."""
+    over seeds. ``top``: ``scan``, the design's ports on a scan chain (to build and
+    time any design); ``link``, one chip as the board uses it — its host link on the
+    board's serial port at ``baud``, its memory on the board's DRAM (docs/link.md).
+    Returns the report (also written to ``out/report.json``); a serial system's lists
+    each board's under ``boards``."""
     if board_name not in BOARDS:
         raise BoardError(f"unknown board {board_name!r}: expected one of {', '.join(BOARDS)}")
     board = BOARDS[board_name]
@@ -342,6 +365,15 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                              or not 0 <= seed < 2**31):
         raise BoardError(f"--seed must be an integer in 0..{2**31 - 1}, got {seed!r}")
+    if top not in TOPS:
+        raise BoardError(f"unknown board top {top!r}: expected one of {', '.join(TOPS)}")
+    if top == "link":
+        if chips != 1:
+            raise BoardError(f"the link top holds one chip, got --chips {chips}")
+        if board_dram(board_name) is None:
+            raise BoardError(f"the link top puts the chip's memory on the board's DRAM, and "
+                             f"no controller is generated for {board_name}'s yet (only for "
+                             f"{', '.join(b for b in BOARDS if board_dram(b))})")
     check_tools(board)
     per_board = 1 if fabric == "serial" else chips
     check_fits(board, chip, per_board)
@@ -358,13 +390,15 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
                           chips=chips, seed=seed, progress=progress, verbose=verbose)
 
     if fabric == "crossbar":
-        progress(f"[{board_name}] elaborating {chips} x {chip_name} ...")
+        progress(f"[{board_name}] elaborating {chips} x {chip_name}"
+                 f"{' behind its host link, on the board DRAM' if top == 'link' else ''} ...")
         try:
-            design = design_for(chip, chips)
-        except ConfigError as e:
+            design = design_for(chip, chips) if top == "scan" else \
+                linked_design(chip, board, mhz or board.mhz, baud)
+        except (ConfigError, ValueError) as e:
             raise BoardError(str(e)) from None
         report = {"board": board_name, "device": board.device, "chips": chips,
-                  "chip": chip_name, "fabric": fabric, "seed": seed,
+                  "chip": chip_name, "fabric": fabric, "top": top, "seed": seed,
                   **one(design, out, board_name)}
     else:
         from mixgcn.hdl.system import SystemNode
@@ -399,17 +433,13 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
 YOSYS_HIDE_INDEXED = "rename -hide w:*[[]*"
 
 
-def board_plan(board: Board, design, *, mhz: float | None, chips: int,
-               seed: int | None = None):
-    """``design`` in a :class:`~mixgcn.hdl.board.BoardTop` on ``board``'s platform, its
-    scan pins (and link pins) added: the top and amaranth's build plan (the files and
-    the tools' commands), nothing run yet."""
+def _scan_top(board: Board, platform, design, mhz: float | None, chips: int):
+    """``design`` in a :class:`~mixgcn.hdl.board.BoardTop`, the scan pins (and a
+    system node's link pins) added to ``platform``."""
     from amaranth.build import Attrs, Pins, Resource, Subsignal
 
     from mixgcn.hdl.board import BoardTop
-    from mixgcn.hdl.timing import YOSYS_KEEP_APART, relax_collisions
 
-    platform = _platform(board)
     conn, number, (p_clk, p_di, p_load, p_do) = board.scan
     io = Attrs(IO_TYPE="LVCMOS33") if board.family == "ecp5" else Attrs(IO_STANDARD="SB_LVCMOS")
     platform.add_resources([Resource(
@@ -423,7 +453,44 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int,
         width = design.config.link_width(design.position, peers[0])
         _add_link_resources(board, platform, link_bundles(board, platform, design.position,
                                                           chips), width, mhz)
-    top = BoardTop(design, mhz=mhz)
+    return BoardTop(design, mhz=mhz)
+
+
+def _linked_top(board: Board, platform, design, mhz: float | None):
+    """``design`` (a :class:`~mixgcn.hdl.host_link.LinkedChip`) in a
+    :class:`~mixgcn.hdl.board.LinkedBoardTop`, the board DRAM's controller (with its
+    PHY on the pins, for the chip's clock) added to the build as Verilog."""
+    from mixgcn.gen.dram import DRAMError, dram_verilog
+    from mixgcn.hdl.board import LinkedBoardTop
+    from mixgcn.hdl.chip import ChipLayouts
+
+    part = board_dram(board.name)
+    if part is None or mhz is None:
+        raise BoardError(f"{board.name}: the link top needs the board's DRAM and a PLL")
+    try:
+        text, addr_width = dram_verilog(part.name, ChipLayouts(design.config).mem_width,
+                                        clk_hz=mhz * 1e6, pins=True)
+    except DRAMError as e:
+        raise BoardError(str(e)) from None
+    platform.add_file("mixgcn_dram.v", text)
+    return LinkedBoardTop(design, mhz=mhz, dram_addr_width=addr_width)
+
+
+def board_plan(board: Board, design, *, mhz: float | None, chips: int,
+               seed: int | None = None):
+    """``design`` in a board top on ``board``'s platform: a
+    :class:`~mixgcn.hdl.host_link.LinkedChip` in a
+    :class:`~mixgcn.hdl.board.LinkedBoardTop` (serial port, DRAM), anything else in a
+    :class:`~mixgcn.hdl.board.BoardTop` (scan pins, and link pins); the top and
+    amaranth's build plan (the files and the tools' commands), nothing run yet."""
+    from mixgcn.hdl.host_link import LinkedChip
+    from mixgcn.hdl.timing import YOSYS_KEEP_APART, relax_collisions
+
+    platform = _platform(board)
+    if isinstance(design, LinkedChip):
+        top = _linked_top(board, platform, design, mhz)
+    else:
+        top = _scan_top(board, platform, design, mhz, chips)
     synth = "-dsp" if board.family == "ice40" else ""
     # nextpnr's default router (router1): router2 never converged on the `ecp5` chip
     # (thousands of overused wires after an hour), router1 routes it in about 20
@@ -462,7 +529,8 @@ def _build_one(board: Board, design, *, out: Path, label: str, mhz: float | None
 
     bitstream = out / ("top.bit" if board.family == "ecp5" else "top.bin")
     report = {**read_report(out, board), "pll": top.pll,
-              "scan_bits": {"in": top.bridge.in_bits, "out": top.bridge.out_bits},
+              **({"scan_bits": {"in": top.bridge.in_bits, "out": top.bridge.out_bits}}
+                 if hasattr(top, "bridge") else {}),
               "relaxed_read_ports": top.relaxed_read_ports,
               "seconds_per_stage": seconds, "bitstream": str(bitstream)}
     if top.peers:  # each incoming link's clock: its own domain, timed by nextpnr

@@ -37,7 +37,8 @@ from amaranth.lib.wiring import In, Out
 
 from mixgcn.hdl.fabric import LinkWire
 
-__all__ = ["BoardTop", "ScanBridge", "SerialBridge", "design_bits", "pin_layout"]
+__all__ = ["BoardTop", "LinkedBoardTop", "ScanBridge", "SerialBridge", "design_bits",
+           "ecp5_clock", "pin_layout"]
 
 
 def design_bits(design: wiring.Component, skip=()) -> tuple[list[Signal], list[Signal]]:
@@ -261,34 +262,79 @@ class BoardTop(Elaboratable):
         return bridge.overrun
 
     def _ecp5_clock(self, m, platform):
-        """``sync`` at ``mhz`` from the board's clock through an EHXPLLL."""
-        m.submodules.clk_in = clk = io.Buffer("i", platform.request(platform.default_clk,
-                                                                     dir="-"))
-        fin = platform.default_clk_frequency / 1e6
-        self.pll = pll = ecp5_pll(fin, self.mhz)
-        m.domains.sync = cd = ClockDomain("sync")
-        locked = Signal()
-        # the output's coarse phase as the lattice tools set it: half the divider, less one
-        cphase = max(pll["CLKOP_DIV"] // 2 - 1, 0)
-        m.submodules.pll = Instance(
-            "EHXPLLL",
-            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
-            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_CLKOP_ENABLE="ENABLED",
-            p_CLKI_DIV=pll["CLKI_DIV"], p_CLKFB_DIV=pll["CLKFB_DIV"],
-            p_CLKOP_DIV=pll["CLKOP_DIV"], p_CLKOP_CPHASE=cphase, p_CLKOP_FPHASE=0,
-            p_FEEDBK_PATH="CLKOP",
-            i_CLKI=clk.i, i_CLKFB=ClockSignal("sync"), i_RST=0, i_STDBY=0,
-            i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=0, i_PHASESTEP=0,
-            i_PHASELOADREG=0, i_PLLWAKESYNC=0, i_ENCLKOP=0,
-            o_CLKOP=cd.clk, o_LOCK=locked)
-        # reset until the PLL locks: two flip-flops on the PLL's clock (held from
-        # configuration on), then a global buffer (DCCA), because the reset reaches
-        # every register of the chip and on general routing it limits the clock
-        m.domains.raw = raw = ClockDomain("raw", reset_less=True)
-        held = Signal(2, init=0b11)
-        m.d.comb += raw.clk.eq(cd.clk)
-        m.d.raw += held.eq(Cat(~locked, held[0]))
-        m.submodules.reset_buffer = Instance("DCCA", i_CLKI=held[1], i_CE=1, o_CLKO=cd.rst)
-        # no constraint on cd.clk: nextpnr derives the PLL output's from the board
-        # clock's (a constraint on the net amaranth names would not find it after
-        # synthesis, and nextpnr would ignore it)
+        self.pll = ecp5_clock(m, platform, self.mhz)
+
+
+class LinkedBoardTop(Elaboratable):
+    """The chip as a board uses it (docs/link.md, docs/memory.md): a
+    :class:`~mixgcn.hdl.host_link.LinkedChip` on the board's serial port (``uart``:
+    ``rx``, ``tx``), its memory bus through a :class:`~mixgcn.hdl.dram.DRAMBridge` on
+    the board's SDRAM (``sdram``) behind LiteDRAM's controller and PHY
+    (:func:`~mixgcn.hdl.dram.dram_controller` with the pins; the module ``mixgcn_dram``
+    comes from :func:`mixgcn.gen.dram.dram_verilog` with ``pins=True``, added to the
+    build by the board flow), all in ``sync`` at ``mhz`` from the PLL (ECP5). The
+    SDRAM's clock is the chip's, forwarded inverted (through a DDR output), so the
+    part samples commands and data half a cycle after they leave their registers."""
+
+    def __init__(self, design: wiring.Component, *, mhz: float, dram_addr_width: int):
+        self.design, self.mhz, self.dram_addr_width = design, mhz, dram_addr_width
+        self.peers, self.pll = [], None
+
+    def elaborate(self, platform):
+        from mixgcn.hdl.chip import ChipLayouts
+        from mixgcn.hdl.dram import DRAMBridge, dram_controller
+
+        m = Module()
+        self.pll = ecp5_clock(m, platform, self.mhz)
+        m.submodules.design = chip = self.design
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+        # the line idles high: two flip-flops take the pin into the clock
+        m.submodules.rx_sync = FFSynchronizer(rx.i, chip.rx, init=1)
+        m.d.comb += tx.o.eq(chip.tx)
+        c = self.design.config
+        m.submodules.bridge = bridge = DRAMBridge(c.addr_width, ChipLayouts(c).mem_width,
+                                                  self.dram_addr_width)
+        wiring.connect(m, chip.memory, bridge.bus)
+        sdram = platform.request("sdram", 0, dir="-")
+        m.submodules.sdram_clk = clk = io.DDRBuffer("o", sdram.clk, o_domain="sync")
+        m.d.comb += [clk.o[0].eq(0), clk.o[1].eq(1)]
+        m.submodules.dram = dram_controller(bridge.dram, pads=sdram)
+        return m
+
+
+def ecp5_clock(m, platform, mhz: float) -> dict:
+    """``sync`` at ``mhz`` from the board's clock through an EHXPLLL, held in reset
+    until the PLL locks; the PLL's dividers."""
+    m.submodules.clk_in = clk = io.Buffer("i", platform.request(platform.default_clk,
+                                                                 dir="-"))
+    fin = platform.default_clk_frequency / 1e6
+    pll = ecp5_pll(fin, mhz)
+    m.domains.sync = cd = ClockDomain("sync")
+    locked = Signal()
+    # the output's coarse phase as the lattice tools set it: half the divider, less one
+    cphase = max(pll["CLKOP_DIV"] // 2 - 1, 0)
+    m.submodules.pll = Instance(
+        "EHXPLLL",
+        p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+        p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_CLKOP_ENABLE="ENABLED",
+        p_CLKI_DIV=pll["CLKI_DIV"], p_CLKFB_DIV=pll["CLKFB_DIV"],
+        p_CLKOP_DIV=pll["CLKOP_DIV"], p_CLKOP_CPHASE=cphase, p_CLKOP_FPHASE=0,
+        p_FEEDBK_PATH="CLKOP",
+        i_CLKI=clk.i, i_CLKFB=ClockSignal("sync"), i_RST=0, i_STDBY=0,
+        i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=0, i_PHASESTEP=0,
+        i_PHASELOADREG=0, i_PLLWAKESYNC=0, i_ENCLKOP=0,
+        o_CLKOP=cd.clk, o_LOCK=locked)
+    # reset until the PLL locks: two flip-flops on the PLL's clock (held from
+    # configuration on), then a global buffer (DCCA), because the reset reaches
+    # every register of the chip and on general routing it limits the clock
+    m.domains.raw = raw = ClockDomain("raw", reset_less=True)
+    held = Signal(2, init=0b11)
+    m.d.comb += raw.clk.eq(cd.clk)
+    m.d.raw += held.eq(Cat(~locked, held[0]))
+    m.submodules.reset_buffer = Instance("DCCA", i_CLKI=held[1], i_CE=1, o_CLKO=cd.rst)
+    # no constraint on cd.clk: nextpnr derives the PLL output's from the board
+    # clock's (a constraint on the net amaranth names would not find it after
+    # synthesis, and nextpnr would ignore it)
+    return pll

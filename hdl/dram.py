@@ -7,9 +7,22 @@ of their commands after a latency the DRAM decides. The chip has six read channe
 and two write channels (:mod:`mixgcn.hdl.memport`). :class:`DRAMBridge` serves all
 eight from that one port:
 
-- **Arbitration.** One request a cycle enters the command register, chosen in
-  round-robin order from the channel after the last one served, so no channel waits
-  behind another for more than seven commands.
+- **Slots.** Each channel's request (a read's address, a write's address and word)
+  is first taken into a register of its own, the channel's *slot*, which takes one
+  when it is empty: the chip's handshakes end at the bridge's registers, and no path
+  runs from a channel through the arbitration and back into the chip (on an ECP5 it
+  was a 30 ns path through the memory readers, the arbiter, the writers and the
+  engines' output FIFOs). A channel thus asks at most every other cycle; the DRAM
+  takes a command a cycle at most, from eight channels.
+- **Order.** A request reaches the DRAM after every request taken before it that it
+  must not pass: a read after the writes taken before it (a descriptor reads what an
+  earlier one wrote), a write after the reads and writes taken before it. So the DRAM
+  sees the chip's writes and reads in the order the chip saw them taken, as the
+  memory model serves them; only reads pass reads. Each slot notes which slots held
+  a request when it took its own, and waits until those have gone.
+- **Arbitration.** Among the slots free to go, one a cycle hands its request to the
+  command register, in round-robin order from the channel after the last one served.
+  The oldest request never waits for another, so none waits forever.
 - **Reads.** Each read command pushes its channel's number into a tag FIFO; each word
   the DRAM returns pops one and goes to that channel a cycle later. A chip's reader
   cannot refuse a word (it reserved room when it asked), so the bridge always takes
@@ -91,10 +104,47 @@ class DRAMBridge(wiring.Component):
         cmd_free = ~dram.cmd.valid | dram.cmd.ready
         with m.If(dram.cmd.ready):
             m.d.sync += dram.cmd.valid.eq(0)
-        # who may go: a read needs room for its tag, a write room for its word
+        # the slots (module docstring): a register per channel, taking a request when
+        # empty; `taken[i]`: slot i hands its request on this cycle
+        full = Signal(n)
+        taken = Signal(n)
+        slot_addr = [Signal(self.addr_width, name=f"slot{i}_addr") for i in range(n)]
+        slot_data = [Signal(self.mem_width, name=f"slot{i}_data") for i in range(len(writes))]
+        offers = [(r.req.valid, r.req.payload, None) for r in reads] + \
+            [(w.valid, w.payload.addr, w.payload.data) for w in writes]
+        for i, (valid, addr, word) in enumerate(offers):
+            ready = ~full[i]
+            if i < n_read:
+                m.d.comb += reads[i].req.ready.eq(ready)
+            else:
+                m.d.comb += writes[i - n_read].ready.eq(ready)
+            with m.If(valid & ready):
+                m.d.sync += [full[i].eq(1), slot_addr[i].eq(addr)]
+                if word is not None:
+                    m.d.sync += slot_data[i - n_read].eq(word)
+            with m.Elif(taken[i]):
+                m.d.sync += full[i].eq(0)
+        # who may go: a read needs room for its tag, a write room for its word, and each
+        # waits for the older requests it must not pass (module docstring): `older[i]`
+        # marks the slots that held a request when slot i took its own (a slot that
+        # took one in the same cycle counts as older when its number is lower), each
+        # mark cleared when that request goes; reads do not wait for reads
+        fill = Signal(n)
+        m.d.comb += fill.eq(Cat(*(valid & ~full[i] for i, (valid, _, _) in enumerate(offers))))
+        older = [Signal(n, name=f"older{i}") for i in range(n)]
+        blocked = Signal(n)
+        for i in range(n):
+            others = Cat(*((full[j] & ~taken[j]) | (fill[j] if j < i else 0) if j != i else 0
+                           for j in range(n)))
+            with m.If(fill[i]):
+                m.d.sync += older[i].eq(others)
+            with m.Else():
+                m.d.sync += older[i].eq(older[i] & ~taken)
+            must_wait = older[i] if i >= n_read else older[i][n_read:]
+            m.d.comb += blocked[i].eq(must_wait.any())
+        room = Cat(*(tags.w_rdy if i < n_read else wfifo.w_rdy for i in range(n)))
         want = Signal(n)
-        m.d.comb += want.eq(Cat(*(r.req.valid & tags.w_rdy for r in reads),
-                                *(w.valid & wfifo.w_rdy for w in writes)))
+        m.d.comb += want.eq(full & room & ~blocked)
         # round robin: the first that may go at or after `turn` (want doubled, so the
         # search wraps around)
         turn = Signal(range(n))
@@ -109,21 +159,14 @@ class DRAMBridge(wiring.Component):
         m.d.comb += go.eq(found & cmd_free)
         with m.If(go):
             m.d.sync += [dram.cmd.valid.eq(1), turn.eq(Mux(grant == n - 1, 0, grant + 1))]
-        for i, r in enumerate(reads):
-            m.d.comb += r.req.ready.eq(go & (grant == i))
-            with m.If(go & (grant == i)):
-                m.d.sync += [dram.cmd.payload.we.eq(0),
-                             dram.cmd.payload.addr.eq(r.req.payload)]
-        for j, w in enumerate(writes):
-            i = n_read + j
-            m.d.comb += w.ready.eq(go & (grant == i))
-            with m.If(go & (grant == i)):
-                m.d.sync += [dram.cmd.payload.we.eq(1),
-                             dram.cmd.payload.addr.eq(w.payload.addr)]
+        for i in range(n):
+            m.d.comb += taken[i].eq(go & (grant == i))
+            with m.If(taken[i]):
+                m.d.sync += [dram.cmd.payload.we.eq(int(i >= n_read)),
+                             dram.cmd.payload.addr.eq(slot_addr[i])]
         m.d.comb += [tags.w_en.eq(go & (grant < n_read)), tags.w_data.eq(grant),
                      wfifo.w_en.eq(go & (grant >= n_read)),
-                     wfifo.w_data.eq(Mux(grant == n_read, writes[0].payload.data,
-                                         writes[-1].payload.data))]
+                     wfifo.w_data.eq(Mux(grant == n_read, slot_data[0], slot_data[-1]))]
         assert len(writes) == 2  # the data multiplexer above picks from two channels
 
         m.d.comb += [dram.wdata.valid.eq(wfifo.r_rdy), dram.wdata.payload.data.eq(wfifo.r_data),
@@ -139,16 +182,26 @@ class DRAMBridge(wiring.Component):
 
         with m.If(valid):
             m.d.sync += self.words_read.eq(self.words_read + 1)
-        with m.If(go & (grant >= n_read)):
-            m.d.sync += self.words_written.eq(self.words_written + 1)
+        # a write counts when the chip sees it taken (into its slot), as on the memory model
+        m.d.sync += self.words_written.eq(self.words_written
+                                          + sum(fill[i] for i in range(n_read, n)))
         return m
 
 
-def dram_controller(port, init_done=None) -> Instance:
+# the SDRAM resource's pins (amaranth-boards' names) and the generated module's ports
+SDRAM_PINS = {"a": "a", "ba": "ba", "cs": "cs_n", "we": "we_n", "ras": "ras_n",
+              "cas": "cas_n", "clk_en": "cke", "dq": "dq", "dqm": "dm"}
+
+
+def dram_controller(port, init_done=None, pads=None) -> Instance:
     """The generated controller (module ``mixgcn_dram``, :mod:`mixgcn.gen.dram`) on
     ``port``, a bridge's :class:`NativePort`, in the domain ``sync``; ``init_done``
     (a signal, optional): high once the DRAM is initialised (the port takes no command
-    before)."""
+    before). ``pads``: the board's SDRAM resource (requested with ``dir="-"``), for a
+    controller generated with its PHY on the pins; they pass as they are (the module
+    drives the pins' levels: ``cs_n`` low selects)."""
+    pins = {} if pads is None else {f"io_sdram_{ours}": getattr(pads, theirs).io
+                                    for theirs, ours in SDRAM_PINS.items()}
     return Instance(
         "mixgcn_dram", i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
         o_init_done=Signal(name="dram_init_done") if init_done is None else init_done,
@@ -157,4 +210,4 @@ def dram_controller(port, init_done=None) -> Instance:
         i_wdata_valid=port.wdata.valid, o_wdata_ready=port.wdata.ready,
         i_wdata_data=port.wdata.payload.data, i_wdata_we=port.wdata.payload.we,
         o_rdata_valid=port.rdata.valid, i_rdata_ready=port.rdata.ready,
-        o_rdata_data=port.rdata.payload)
+        o_rdata_data=port.rdata.payload, **pins)

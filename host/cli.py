@@ -144,8 +144,15 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=None,
                    help="nextpnr's placement seed (default: nextpnr's own); Fmax moves "
                         "by several MHz from one placement to another")
+    b.add_argument("--top", default="scan", choices=("scan", "link"),
+                   help="scan = the design's ports on a scan chain (any design, to build "
+                        "and time it); link = one chip as the board uses it: its host "
+                        "link on the board's serial port, its memory on the board's DRAM "
+                        "(ulx3s-85f; docs/link.md)")
+    b.add_argument("--baud", type=int, default=None,
+                   help=f"with --top link: the serial line's rate (default {DEFAULT_BAUD:,})")
     b.add_argument("--out", type=Path, default=None,
-                   help="build folder (default build/board/<board>-<P>x<chip>)")
+                   help="build folder (default build/board/<board>-<P>x<chip>[-link])")
     b.add_argument("--json", type=Path, default=None, help="also write the report here")
     b.add_argument("--verbose", action="store_true", help="show the tools' own output")
     t.add_argument("--quiet", action="store_true", help="no per-epoch progress")
@@ -441,7 +448,10 @@ def cmd_board(args) -> int:
     except ConfigError as e:
         raise _fail(str(e)) from None
     stem = Path(chip_name).stem
-    kind = "-serial" if args.fabric == "serial" else ""
+    if args.baud is not None and args.top != "link":
+        raise _fail("--baud applies to --top link only")
+    kind = ("-serial" if args.fabric == "serial" else "") + \
+        ("-link" if args.top == "link" else "")
     out = args.out or Path("build/board") / f"{args.board}-{args.chips}x{stem}{kind}"
 
     def progress(line: str) -> None:
@@ -450,7 +460,7 @@ def cmd_board(args) -> int:
     try:
         report = build_board(args.board, chip, chip_name=stem, chips=args.chips,
                              fabric=args.fabric, out=out, mhz=args.mhz, seed=args.seed,
-                             progress=progress,
+                             top=args.top, baud=args.baud or DEFAULT_BAUD, progress=progress,
                              verbose=args.verbose)
     except BoardError as e:
         raise _fail(f"{args.board}: {e}") from None

@@ -126,6 +126,14 @@ def test_buffers_beyond_the_parts_block_ram_are_refused_before_synthesis(tmp_pat
      "icebreaker has no pins for links between boards"),
     (["--board", "ulx3s-85f", "--chip", "micro", "--chips", "4", "--fabric", "serial"],
      "4 boards need 72 link pins on each ulx3s-85f, it has 52 free: at most 3 boards"),
+    (["--board", "ulx3s-85f", "--chip", "micro", "--chips", "2", "--top", "link"],
+     "the link top holds one chip, got --chips 2"),
+    (["--board", "ecpix5-85f", "--chip", "micro", "--top", "link"],
+     "no controller is generated for ecpix5-85f's yet (only for ulx3s-85f)"),
+    (["--board", "ulx3s-85f", "--chip", "micro", "--baud", "115200"],
+     "--baud applies to --top link only"),
+    (["--board", "ulx3s-85f", "--chip", "micro", "--top", "link", "--baud", "40000000"],
+     "UART: a 100 MHz clock cannot make 40,000,000 baud"),
 ])
 def test_bad_options_are_one_line_errors(argv, message, tmp_path):
     with pytest.raises(SystemExit) as e:
@@ -372,3 +380,24 @@ def test_collision_free_memories_are_relaxed_for_synthesis_only():
               re.search(r"COLLISION_X_MASK 1'(\d)", cell)[1])
              for cell in text.split("cell $memrd_v2")[1:]]
     assert sorted(reads) == [("marked", "1"), ("marked", "1"), ("plain", "0"), ("plain", "0")]
+
+
+def test_the_link_top_puts_the_chip_on_the_uart_and_the_sdram():
+    """`--top link`: the chip behind its host link on the ULX3S's FTDI serial pins, its
+    memory on the board's SDRAM through the bridge and LiteDRAM's controller with its
+    PHY on the SDRAM's pins (the controller's Verilog added to the build); no scan
+    chain."""
+    pytest.importorskip("litedram", reason="the dram extra is not installed")
+    board = BOARDS["ulx3s-85f"]
+    design = board_flow.linked_design(CHIP_PRESETS["micro"], board, 100.0, 3_000_000)
+    top, plan = board_plan(board, design, mhz=100.0, chips=1)
+    assert "module mixgcn_dram" in plan.files["mixgcn_dram.v"]
+    assert "read_verilog" in plan.files["top.ys"] and "mixgcn_dram.v" in plan.files["top.ys"]
+    lpf = plan.files["top.lpf"]
+    pins = {"M1": "uart_0__rx", "L4": "uart_0__tx", "F19": "sdram_0__clk",
+            "F20": "sdram_0__clk_en", "P20": "sdram_0__cs", "J16": "sdram_0__dq__io[0]",
+            "G19": "sdram_0__a__io[12]", "U19": "sdram_0__dqm__io[0]"}
+    for site, port in pins.items():
+        assert re.search(rf'LOCATE COMP "{re.escape(port)}[^"]*" SITE "{site}"', lpf), port
+    assert "scan" not in lpf
+    assert not hasattr(top, "bridge") and top.pll["fout_mhz"] == 100.0

@@ -8,7 +8,8 @@ the DRAM's end, some in the same rows, some in other banks), then every read cha
 reads random addresses of those at once, each asking at random times (at first nearly
 every cycle, so that more reads wait than the bridge has tags for); every word must
 come back to the channel that asked, in the order it asked, equal to the word written.
-The bridge's counters must equal the words moved. Before all that, the DRAM's
+The bridge's counters must equal the words moved. Then a read asked once a write was
+taken must return the word written, with the other channels busy. Before all that, the DRAM's
 initialisation: a write offered from reset reaches the DRAM only once the sequencer
 has run (``dram_ready``), no sooner than its power-up wait. Run through
 :func:`mixgcn.sim.build.run_cocotb` on :func:`verilog` (pytest: tests/test_dram.py).
@@ -107,8 +108,9 @@ async def random_traffic(dut):
     rng.shuffle(addrs)
     memory = {a: rng.getrandbits(MW) for a in addrs}
 
-    # the initialisation: a write offered all through it enters the bridge's command
-    # register once, and no other until the controller takes that one, after it
+    # the initialisation: a write offered all through it is taken twice (into the
+    # bridge's command register, then into its channel's slot), and no more until the
+    # controller takes the first, after it
     steps = init_steps(DRAM_PARTS[PART], 100e6)
     init_cycles = sum(step["wait"] + 1 for step in steps)
     dut.rst.value = 1
@@ -127,7 +129,7 @@ async def random_traffic(dut):
         await RisingEdge(dut.clk)
         cycles += 1
         assert cycles < 2 * init_cycles, "the DRAM's initialisation never ended"
-    assert taken == 1, f"{taken} writes taken while the DRAM was being initialised"
+    assert taken == 2, f"{taken} writes taken while the DRAM was being initialised"
     assert cycles >= steps[0]["wait"], f"initialised in {cycles} cycles, before power-up"
     await RisingEdge(dut.clk)
     _sig(dut, first, "wr", "valid").value = 0
@@ -197,3 +199,55 @@ async def random_traffic(dut):
     assert int(dut.words_read.value) == sum(len(w) for w in wanted)
     dut._log.info(f"{len(addrs)} words written, {sum(map(len, wanted))} read back through "
                   f"the controller in {cycles} cycles")
+    await read_after_write(dut, rng, addrs, memory)
+
+
+async def read_after_write(dut, rng, addrs, memory, checks: int = 40) -> None:
+    """A read asked once a write was taken returns the word written (a descriptor
+    reading what an earlier one wrote), while the other read channels keep asking for
+    random words and the other write channel keeps writing elsewhere — the DRAM takes
+    a word's write data slower than the bridge takes writes, so writes wait, and the
+    write and the read meet in the arbiter."""
+    # the channels' numbers matter to the round robin: the read (the last read channel)
+    # comes before the write (the first write channel) when the other write channel
+    # (the last channel) was served last
+    wch, other = WRITE_CHANNELS
+    rch, busy = READ_CHANNELS[-1], READ_CHANNELS[:-1]
+    taken = set(addrs)
+    spare = [a for a in range(200, 4000) if a not in taken][:500]  # the other's
+    for k in range(checks):
+        a, word = rng.choice(addrs), rng.getrandbits(MW)
+        memory[a] = word
+        state, cycles = "write", 0  # then "read" (asking), then "wait" (for the word)
+        while True:
+            for n in busy:
+                on = rng.random() < 0.3
+                _sig(dut, n, "req", "valid").value = int(on)
+                _sig(dut, n, "req", "addr").value = rng.choice(addrs)
+            _sig(dut, other, "wr", "valid").value = int(rng.random() < 0.9)
+            _sig(dut, other, "wr", "addr").value = rng.choice(spare)
+            _sig(dut, other, "wr", "data").value = rng.getrandbits(MW)
+            _sig(dut, wch, "wr", "valid").value = int(state == "write")
+            _sig(dut, wch, "wr", "addr").value, _sig(dut, wch, "wr", "data").value = a, word
+            _sig(dut, rch, "req", "valid").value = int(state == "read")
+            _sig(dut, rch, "req", "addr").value = a
+            await ReadOnly()
+            if state == "wait" and int(_sig(dut, rch, "resp", "valid").value):
+                got = int(_sig(dut, rch, "resp", "data").value)
+                assert got == word, (f"check {k}: address {a} read {got:#x} after "
+                                     f"{word:#x} was written")
+                await RisingEdge(dut.clk)
+                break
+            if state == "read" and int(_sig(dut, rch, "req", "ready").value):
+                state = "wait"
+            if state == "write" and int(_sig(dut, wch, "wr", "ready").value):
+                state = "read"
+            await RisingEdge(dut.clk)
+            cycles += 1
+            assert cycles < 5_000, f"check {k}: stuck ({state})"
+    for n in READ_CHANNELS:
+        _sig(dut, n, "req", "valid").value = 0
+    for n in WRITE_CHANNELS:
+        _sig(dut, n, "wr", "valid").value = 0
+    await ClockCycles(dut.clk, 100)  # the other channels' last words come back
+    dut._log.info(f"{checks} reads after writes returned the words written")

@@ -147,6 +147,40 @@ class MemoryArbiter(wiring.Component):
         return m
 
 
+class ConstantDivider(wiring.Component):
+    """``x // divisor`` and ``x % divisor`` for a ``width``-bit ``x``, a bit a cycle
+    (restoring division): ``start`` (a cycle) takes ``x``; ``busy`` from the next cycle
+    until ``quotient`` and ``remainder`` hold the result, ``width`` cycles later. One
+    comparator and one subtractor as wide as the divisor: a division in one cycle is a
+    chain of ``width`` of them (on an ECP5 it was the host link's slowest path, 30 ns),
+    and the executor divides once a request."""
+
+    def __init__(self, width: int, divisor: int):
+        if divisor < 1:
+            raise ValueError(f"a divisor must be positive, got {divisor}")
+        self.width, self.divisor = width, divisor
+        super().__init__({"start": In(1), "x": In(width), "busy": Out(1),
+                          "quotient": Out(width), "remainder": Out(range(divisor))})
+
+    def elaborate(self, platform):
+        m = Module()
+        d = self.divisor
+        rest = Signal(self.width)  # the dividend's bits not yet brought down
+        steps = Signal(range(self.width + 1))
+        partial = Signal(range(2 * d))  # the remainder with the next bit brought down
+        m.d.comb += partial.eq(Cat(rest[-1], self.remainder))
+        with m.If(self.start):
+            m.d.sync += [rest.eq(self.x), steps.eq(self.width), self.quotient.eq(0),
+                         self.remainder.eq(0), self.busy.eq(1)]
+        with m.Elif(self.busy):
+            fits = partial >= d
+            m.d.sync += [rest.eq(rest << 1), steps.eq(steps - 1),
+                         self.quotient.eq(Cat(fits, self.quotient)),
+                         self.remainder.eq(Mux(fits, partial - d, partial)),
+                         self.busy.eq(steps != 1)]
+        return m
+
+
 class RequestExecutor(wiring.Component):
     """See the module docstring."""
 
@@ -244,6 +278,10 @@ class RequestExecutor(wiring.Component):
                                  elapsed, self.idle, self.error.as_value()))
 
         length_ok = Signal()
+        # a WRITE's or READ's byte count in words, a RUN's in descriptors (a bit a cycle)
+        m.submodules.per_word = per_word = ConstantDivider(16, ll.mem_bytes)
+        m.submodules.per_desc = per_desc = ConstantDivider(16, ll.desc_bytes)
+        more_than_address = Signal()
 
         with m.FSM() as fsm:
             with m.State("idle"):
@@ -265,19 +303,17 @@ class RequestExecutor(wiring.Component):
                 n = head.length
                 with m.Switch(head.kind):
                     with m.Case(Op.WRITE):
-                        rest = n - ADDRESS_BYTES
-                        m.d.sync += [words.eq(rest // ll.mem_bytes),
-                                     length_ok.eq((n > ADDRESS_BYTES)
-                                                  & (rest % ll.mem_bytes == 0))]
-                        m.next = "address"
+                        m.d.comb += [per_word.start.eq(1),
+                                     per_word.x.eq(n - ADDRESS_BYTES)]
+                        m.d.sync += more_than_address.eq(n > ADDRESS_BYTES)
+                        m.next = "write_size"
                     with m.Case(Op.READ):
                         m.d.sync += length_ok.eq(n == ADDRESS_BYTES + 2)
                         m.next = "address"
                     with m.Case(Op.RUN):
-                        m.d.sync += [index.eq(0),
-                                     length_ok.eq((n != 0) & (n % ll.desc_bytes == 0)
-                                                  & (n <= ll.max_batch * ll.desc_bytes))]
-                        m.next = "run_check"
+                        m.d.comb += [per_desc.start.eq(1), per_desc.x.eq(n)]
+                        m.d.sync += index.eq(0)
+                        m.next = "run_size"
                     with m.Case(Op.STATUS):
                         with m.If(n == 0):
                             m.d.sync += [ser.eq(block), ser_left.eq(ll.block_bytes)]
@@ -289,6 +325,17 @@ class RequestExecutor(wiring.Component):
                     with m.Default():
                         answer(Status.BAD_OP)
                         m.next = "drain"
+            with m.State("write_size"):
+                with m.If(~per_word.busy):
+                    m.d.sync += [words.eq(per_word.quotient),
+                                 length_ok.eq(more_than_address & (per_word.remainder == 0))]
+                    m.next = "address"
+            with m.State("run_size"):
+                with m.If(~per_desc.busy):
+                    n = head.length
+                    m.d.sync += length_ok.eq((n != 0) & (per_desc.remainder == 0)
+                                             & (n <= ll.max_batch * ll.desc_bytes))
+                    m.next = "run_check"
             with m.State("run_check"):
                 with m.If(length_ok):
                     m.next = "gather"
@@ -315,13 +362,17 @@ class RequestExecutor(wiring.Component):
                     with m.If(left == 1):
                         m.next = "read_check"
             with m.State("read_check"):
-                m.d.sync += words.eq(count_in // ll.mem_bytes)
-                with m.If((count_in == 0) | (count_in % ll.mem_bytes != 0)
-                          | (count_in > ll.max_read_words * ll.mem_bytes)):
-                    answer(Status.BAD_LENGTH)
-                    m.next = "send"
-                with m.Else():
-                    m.next = "read_range"
+                m.d.comb += [per_word.start.eq(1), per_word.x.eq(count_in)]
+                m.next = "read_size"
+            with m.State("read_size"):
+                with m.If(~per_word.busy):
+                    m.d.sync += words.eq(per_word.quotient)
+                    with m.If((count_in == 0) | (per_word.remainder != 0)
+                              | (count_in > ll.max_read_words * ll.mem_bytes)):
+                        answer(Status.BAD_LENGTH)
+                        m.next = "send"
+                    with m.Else():
+                        m.next = "read_range"
             with m.State("read_range"):
                 with m.If(addr_in + words > ll.memory_words):
                     answer(Status.BAD_ADDRESS)

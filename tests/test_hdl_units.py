@@ -343,3 +343,30 @@ def test_stream_reader_under_stalls_and_backpressure(depth, latency):
     sim.add_testbench(consumer)
     sim.run_until(PERIOD * 6000)
     assert got == words
+
+
+@pytest.mark.parametrize("divisor", [1, 3, 8, 9, 25])
+def test_constant_divider_matches_python(divisor):
+    """The host link's sequential divider (a bit a cycle): quotient and remainder of
+    edge values and random ones, each ready ``width`` cycles after ``start``."""
+    from mixgcn.hdl.host_link import ConstantDivider
+
+    dut = ConstantDivider(16, divisor)
+    rng = np.random.default_rng(divisor)
+    values = [0, 1, divisor - 1, divisor, divisor + 1, 0xFFFF,
+              *rng.integers(0, 1 << 16, 40).tolist()]
+
+    async def tb(ctx):
+        for x in values:
+            ctx.set(dut.x, x)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            cycles = 0
+            while ctx.get(dut.busy):
+                await ctx.tick()
+                cycles += 1
+            assert cycles == 16
+            assert (ctx.get(dut.quotient), ctx.get(dut.remainder)) == divmod(x, divisor), x
+
+    _run(dut, tb)

@@ -119,24 +119,30 @@ class FeatureLoader(wiring.Component):
             "busy": Out(1), "fill_bank": Out(1), "loaded": Out(range(c.max_nodes + 1)),
             "cycles": Out(unsigned(c.counter_width)),
         })
-        self.left = Signal(rows_shape)  # rows still to come (for the proofs)
+        # rows still to come, and whether any (for the proofs)
+        self.left, self.more = Signal(rows_shape), Signal()
 
     def elaborate(self, platform):
         m = Module()
         left = self.left
+        # rows still to come, as a register: `x.ready` starts at flip-flops, not at a
+        # 25-bit comparison (which, through the handshake and the buffer's write
+        # enables, was the `ecp5` chip's slowest path)
+        more = self.more
         take = self.x.valid & self.x.ready
-        m.d.comb += [self.x.ready.eq(self.busy & (left != 0)),
+        m.d.comb += [self.x.ready.eq(self.busy & more),
                      self.write.addr.eq(self.loaded),
                      self.write.data.eq(self.x.payload), self.write.en.eq(take)]
         with m.If(take):
-            m.d.sync += [self.loaded.eq(self.loaded + 1), left.eq(left - 1)]
-        with m.If(self.busy & (left == 0)):
+            m.d.sync += [self.loaded.eq(self.loaded + 1), left.eq(left - 1),
+                         more.eq(left != 1)]
+        with m.If(self.busy & ~more):
             m.d.sync += self.busy.eq(0)
         with m.If(self.busy):
             m.d.sync += self.cycles.eq(self.cycles + 1)
         with m.If(self.start):
             m.d.sync += [self.busy.eq(1), self.fill_bank.eq(self.bank), left.eq(self.rows),
-                         self.loaded.eq(0)]
+                         more.eq(self.rows != 0), self.loaded.eq(0)]
         return m
 
 
@@ -393,6 +399,10 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
                                depth=c.out_fifo_depth)
         self.loader = FeatureLoader(c, self.x_layout, self.cmd_layout["rows"].shape)
         self.pipe = AggregationPipeline(c, self, self.path.in_layout)
+        # lane 0's writes as they reach the buffer (each bank's enable, the row), for
+        # the proofs: every bank and lane has copies of its own of the same registers
+        aw = max(1, (c.max_nodes - 1).bit_length())
+        self.buffer_write_en, self.buffer_write_addr = Signal(2), Signal(aw)
         # the SPMM in progress, its rows still to take, and whether none or one is left
         # (for the proofs)
         self.busy, self.rows_left = Signal(), Signal.like(self.cmd.payload.rows)
@@ -419,13 +429,27 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         wiring.connect(m, wiring.flipped(self.x), loader.x)
         wiring.connect(m, wiring.flipped(self.csr), pipe.csr)
         wiring.connect(m, wiring.flipped(self.mask), pipe.mask)
+        # the loader's writes reach the buffer a cycle later, from registers: each
+        # lane's address and word, each bank's and lane's enable a copy of its own
+        # (mixgcn.hdl.timing) beside its block RAMs, so no path runs from the loader's
+        # handshake across the die into the RAMs' write enables (the `ecp5` chip's
+        # slowest path). A row counts as loaded a cycle before it is written, and that
+        # is soon enough: a beat checked against `loaded` is gathered a cycle later at
+        # the soonest (it waits in `held`), and the sparse engine's proof says so
         for b, lanes in enumerate(banks):
             for lane, buf in enumerate(lanes):
                 m.submodules[f"xbuf{b}_{lane}"] = buf
                 w = buf.write_port()
-                m.d.comb += [w.addr.eq(loader.write.addr),
-                             w.data.eq(loader.write.data[lane]),
-                             w.en.eq(loader.write.en & (loader.fill_bank == b))]
+                addr = copy(len(self.buffer_write_addr), name=f"waddr{b}_{lane}")
+                en = copy(1, name=f"wen{b}_{lane}")
+                data = Signal(signed(c.width), name=f"wdata{b}_{lane}")
+                m.d.sync += [addr.eq(loader.write.addr), data.eq(loader.write.data[lane]),
+                             en.eq(loader.write.en & (loader.fill_bank == b))]
+                m.d.comb += [w.addr.eq(addr), w.data.eq(data), w.en.eq(en)]
+                if lane == 0:  # the proofs watch lane 0's writes
+                    m.d.comb += self.buffer_write_en[b].eq(en)
+                    if b == 0:
+                        m.d.comb += self.buffer_write_addr.eq(addr)
                 for e in range(c.edges):
                     port = buf.read_port()
                     m.d.comb += [port.addr.eq(pipe.gather.addr[e]),

@@ -190,16 +190,19 @@ def sparse_engine(m, first):
     m.d.comb += [Assume(~sae.cmd.valid | (cmd.op != SAEOp.LOAD) | (cmd.rows <= c.max_nodes)),
                  Assume(~sae.cmd.valid | (cmd.op != SAEOp.SPMM) | ~(cmd.keep | cmd.accumulate)
                         | (cmd.rows <= c.partial_rows))]
-    pipe, write = sae.pipe, sae.loader.write
-    loading = write.en & (sae.loader.fill_bank == pipe.bank)
+    pipe = sae.pipe
+    # the buffer's write as it reaches the bank the pipeline reads
+    loading = sae.buffer_write_en.bit_select(pipe.bank, 1)
     for e in range(_TINY.sae.edges):
-        m.d.comb += Assert(~(pipe.gathered[e] & loading & (pipe.gather.addr[e] == write.addr)),
+        m.d.comb += Assert(~(pipe.gathered[e] & loading
+                             & (pipe.gather.addr[e] == sae.buffer_write_addr)),
                            "gathers_no_row_being_loaded")
     # why: a held beat belongs to the running command, and while its bank is being
     # filled, every row it gathers is below the rows loaded (which only grow)
     beat, loader = pipe.beat, sae.loader
     m.d.comb += [Assert(~loader.busy | (loader.loaded + loader.left <= _TINY.sae.max_nodes),
                         "load_fits_its_bank"),
+                 Assert(~loader.busy | (loader.more == (loader.left != 0)), "more_is_left"),
                  Assert(~pipe.held | pipe.active, "held_beat_is_running"),
                  Assert(~(pipe.held & pipe.filling) | Cat(
                      (e >= beat.count) | (beat.col[e] < pipe.loaded)

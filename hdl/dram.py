@@ -20,9 +20,11 @@ eight from that one port:
   sees the chip's writes and reads in the order the chip saw them taken, as the
   memory model serves them; only reads pass reads. Each slot notes which slots held
   a request when it took its own, and waits until those have gone.
-- **Arbitration.** Among the slots free to go, one a cycle hands its request to the
-  command register, in round-robin order from the channel after the last one served.
-  The oldest request never waits for another, so none waits forever.
+- **Arbitration.** Among the slots free to go, one a cycle is chosen, in round-robin
+  order from the channel after the last one served; a cycle later its command enters
+  a FIFO of four before the controller (so the choice depends on registers only, not
+  on the controller's handshake). The oldest request never waits for another, so none
+  waits forever.
 - **Reads.** Each read command pushes its channel's number into a tag FIFO; each word
   the DRAM returns pops one and goes to that channel a cycle later. A chip's reader
   cannot refuse a word (it reserved room when it asked), so the bridge always takes
@@ -39,7 +41,7 @@ the DRAM (the device's ``capacity``).
 
 from __future__ import annotations
 
-from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Shape, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -100,10 +102,15 @@ class DRAMBridge(wiring.Component):
         m.submodules.wdata = wfifo = SyncFIFOBuffered(width=self.mem_width,
                                                       depth=self.write_depth)
 
-        # the command register: free, or handing its command over this cycle
-        cmd_free = ~dram.cmd.valid | dram.cmd.ready
-        with m.If(dram.cmd.ready):
-            m.d.sync += dram.cmd.valid.eq(0)
+        # the commands wait in a FIFO whose room is a register's: whether a request may
+        # go does not hang on the controller's `ready`, which LiteDRAM computes deep
+        # inside
+        cmd_layout = self.dram.cmd.payload.shape()
+        m.submodules.commands = commands = SyncFIFOBuffered(
+            width=Shape.cast(cmd_layout).width, depth=4)
+        m.d.comb += [dram.cmd.valid.eq(commands.r_rdy), dram.cmd.payload.eq(commands.r_data),
+                     commands.r_en.eq(dram.cmd.ready)]
+        cmd_free = Signal()
         # the slots (module docstring): a register per channel, taking a request when
         # empty; `taken[i]`: slot i hands its request on this cycle
         full = Signal(n)
@@ -142,31 +149,46 @@ class DRAMBridge(wiring.Component):
                 m.d.sync += older[i].eq(older[i] & ~taken)
             must_wait = older[i] if i >= n_read else older[i][n_read:]
             m.d.comb += blocked[i].eq(must_wait.any())
-        room = Cat(*(tags.w_rdy if i < n_read else wfifo.w_rdy for i in range(n)))
+        # the request served is registered (`chosen`) and enters the FIFOs a cycle
+        # later, so the choice ends at flip-flops. Whether the FIFOs have room is a
+        # register too, counted a cycle ahead as if a request went in that cycle (one
+        # place of each FIFO is not used)
+        chosen, chosen_read = Signal(), Signal()
+        tags_room, words_room = Signal(), Signal()
+        m.d.sync += [
+            tags_room.eq(tags.w_level + (chosen & chosen_read) + 1 < self.outstanding),
+            words_room.eq(wfifo.w_level + (chosen & ~chosen_read) + 1 < self.write_depth),
+            cmd_free.eq(commands.w_level + chosen + 1 < commands.depth)]
+        room = Cat(*(tags_room if i < n_read else words_room for i in range(n)))
         want = Signal(n)
         m.d.comb += want.eq(full & room & ~blocked)
-        # round robin: the first that may go at or after `turn` (want doubled, so the
-        # search wraps around)
-        turn = Signal(range(n))
-        grant = Signal(range(n))
-        found = Signal()
-        for offset in reversed(range(n)):
-            for start in range(n):
-                i = (start + offset) % n
-                with m.If((turn == start) & want[i]):
-                    m.d.comb += [grant.eq(i), found.eq(1)]
+        # round robin: the lowest that may go among the channels from `after` on (a
+        # mask: the channels after the last one served), else the lowest of all; each
+        # bit of the choice from a few gates of its own, no chain through the others
+        after = Signal(n, init=(1 << n) - 1)
+        late, pick, onehot = Signal(n), Signal(n), Signal(n)
+        m.d.comb += [late.eq(want & after), pick.eq(Mux(late.any(), late, want)),
+                     onehot.eq(Cat(*(pick[j] & ~pick[:j].any() if j else pick[0]
+                                     for j in range(n))))]
         go = Signal()
-        m.d.comb += go.eq(found & cmd_free)
-        with m.If(go):
-            m.d.sync += [dram.cmd.valid.eq(1), turn.eq(Mux(grant == n - 1, 0, grant + 1))]
+        m.d.comb += [go.eq(want.any() & cmd_free), taken.eq(Mux(go, onehot, 0))]
+        with m.If(go):  # from now on, the channels above the one served come first
+            m.d.sync += after.eq(Cat(*(onehot[:j].any() if j else 0 for j in range(n))))
+        to_read = Signal()
+        m.d.comb += to_read.eq(taken[:n_read].any())
+        grant = Signal(range(n))  # the channel served, as a number
         for i in range(n):
-            m.d.comb += taken[i].eq(go & (grant == i))
-            with m.If(taken[i]):
-                m.d.sync += [dram.cmd.payload.we.eq(int(i >= n_read)),
-                             dram.cmd.payload.addr.eq(slot_addr[i])]
-        m.d.comb += [tags.w_en.eq(go & (grant < n_read)), tags.w_data.eq(grant),
-                     wfifo.w_en.eq(go & (grant >= n_read)),
-                     wfifo.w_data.eq(Mux(grant == n_read, slot_data[0], slot_data[-1]))]
+            with m.If(onehot[i]):
+                m.d.comb += grant.eq(i)
+        cmd, tag, word = Signal(cmd_layout), Signal.like(grant), Signal(self.mem_width)
+        m.d.sync += chosen.eq(go)
+        with m.If(go):
+            m.d.sync += [chosen_read.eq(to_read), cmd.we.eq(~to_read),
+                         cmd.addr.eq(_select(onehot, slot_addr)), tag.eq(grant),
+                         word.eq(Mux(onehot[n_read], slot_data[0], slot_data[-1]))]
+        m.d.comb += [commands.w_en.eq(chosen), commands.w_data.eq(cmd),
+                     tags.w_en.eq(chosen & chosen_read), tags.w_data.eq(tag),
+                     wfifo.w_en.eq(chosen & ~chosen_read), wfifo.w_data.eq(word)]
         assert len(writes) == 2  # the data multiplexer above picks from two channels
 
         m.d.comb += [dram.wdata.valid.eq(wfifo.r_rdy), dram.wdata.payload.data.eq(wfifo.r_data),
@@ -174,11 +196,11 @@ class DRAMBridge(wiring.Component):
 
         # read words: always taken, each to the channel its tag names, a cycle later
         m.d.comb += [dram.rdata.ready.eq(1), tags.r_en.eq(dram.rdata.valid)]
-        word, channel, valid = Signal(self.mem_width), Signal.like(tags.r_data), Signal()
-        m.d.sync += [valid.eq(dram.rdata.valid), word.eq(dram.rdata.payload),
+        back, channel, valid = Signal(self.mem_width), Signal.like(tags.r_data), Signal()
+        m.d.sync += [valid.eq(dram.rdata.valid), back.eq(dram.rdata.payload),
                      channel.eq(tags.r_data)]
         for i, r in enumerate(reads):
-            m.d.comb += [r.resp.valid.eq(valid & (channel == i)), r.resp.payload.eq(word)]
+            m.d.comb += [r.resp.valid.eq(valid & (channel == i)), r.resp.payload.eq(back)]
 
         with m.If(valid):
             m.d.sync += self.words_read.eq(self.words_read + 1)
@@ -186,6 +208,14 @@ class DRAMBridge(wiring.Component):
         m.d.sync += self.words_written.eq(self.words_written
                                           + sum(fill[i] for i in range(n_read, n)))
         return m
+
+
+def _select(onehot, values):
+    """The value whose bit is set in ``onehot`` (an AND-OR, no priority)."""
+    out = 0
+    for i, v in enumerate(values):
+        out = out | Mux(onehot[i], v, 0)
+    return out
 
 
 # the SDRAM resource's pins (amaranth-boards' names) and the generated module's ports

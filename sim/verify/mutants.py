@@ -274,7 +274,7 @@ MUTANTS = [
            (_MEMORY,), "the memory moves words it has not earned the bandwidth for"),
     Mutant("dram-tag", "hdl/dram.py", "channel.eq(tags.r_data)]", "channel.eq(0)]", (_DRAM,),
            "every word the DRAM returns goes to the first read channel"),
-    Mutant("dram-outstanding", "hdl/dram.py", "room = Cat(*(tags.w_rdy if i < n_read",
+    Mutant("dram-outstanding", "hdl/dram.py", "room = Cat(*(tags_room if i < n_read",
            "room = Cat(*(1 if i < n_read", (_DRAM,),
            "reads go out with no room for their tags: a full tag FIFO drops channels"),
     Mutant("dram-order", "hdl/dram.py", "blocked[i].eq(must_wait.any())", "blocked[i].eq(0)",

@@ -4,16 +4,20 @@
 :func:`dram_verilog` writes one Verilog module holding LiteDRAM's controller (bank
 machines, refresher, command multiplexer) and a crossbar with one native user port as
 wide as the chip's memory word (LiteDRAM converts it to the DRAM's width), on the
-simulated PHY of a :class:`DRAMPart`: LiteDRAM's own model of the DRAM
+PHY of a :class:`DRAMPart`: for simulation, LiteDRAM's own model of the DRAM
 (``SDRAMPHYModel``: banks that open and close rows, refresh, the part's command
-timings at the given clock). ``check_timing=True`` adds LiteDRAM's checker, which
-prints every command that breaks the part's datasheet timings. (The board's PHY,
-``GENSDRPHY`` on the ULX3S, is not generated yet: this is the simulation's DRAM.)
+timings at the given clock; ``check_timing=True`` adds LiteDRAM's checker, which
+prints every command that breaks the part's datasheet timings); for a board
+(``pins=True``), the PHY on the DRAM's pins (``GENSDRPHY`` for the ULX3S's SDRAM). An
+initialisation sequencer (:func:`init_steps`) drives the DRAM first.
 
-The module's ports: ``sys_clk``, ``sys_rst``, and the native port as
-:class:`mixgcn.hdl.dram.NativePort` names them, flattened: ``cmd_valid``,
+The module's ports: ``sys_clk``, ``sys_rst``, ``init_done``, the native port as
+:class:`mixgcn.hdl.dram.NativePort` names them, flattened (``cmd_valid``,
 ``cmd_ready``, ``cmd_we``, ``cmd_addr``, ``wdata_valid``, ``wdata_ready``,
-``wdata_data``, ``wdata_we``, ``rdata_valid``, ``rdata_ready``, ``rdata_data``.
+``wdata_data``, ``wdata_we``, ``rdata_valid``, ``rdata_ready``, ``rdata_data``), and
+with ``pins=True`` the SDRAM's (``sdram_a``, ``sdram_ba``, ``sdram_cs_n``,
+``sdram_cke``, ``sdram_ras_n``, ``sdram_cas_n``, ``sdram_we_n``, ``sdram_dq``,
+``sdram_dm``).
 """
 
 from __future__ import annotations

@@ -130,9 +130,13 @@ def _phy_settings(part: DRAMPart, clk_hz: float):
     from litedram.phy.gensdrphy import GENSDRPHY
     from migen import Record
 
-    layout = [("a", 13), ("ba", 2), ("cs_n", 1), ("cke", 1), ("ras_n", 1), ("cas_n", 1),
-              ("we_n", 1), ("dq", part.data_bits), ("dm", part.data_bits // 8)]
-    return GENSDRPHY(Record(layout), clk_hz).settings
+    return GENSDRPHY(Record(_sdram_layout(part)), clk_hz).settings
+
+
+def _sdram_layout(part: DRAMPart) -> list[tuple[str, int]]:
+    """The SDR SDRAM's pins, as GENSDRPHY takes them (a 13-bit address, 4 banks)."""
+    return [("a", 13), ("ba", 2), ("cs_n", 1), ("cke", 1), ("ras_n", 1), ("cas_n", 1),
+            ("we_n", 1), ("dq", part.data_bits), ("dm", part.data_bits // 8)]
 
 
 def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
@@ -203,9 +207,7 @@ def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
         def __init__(self):
             self.ios = set()
             if pins:
-                layout = [("a", 13), ("ba", 2), ("cs_n", 1), ("cke", 1), ("ras_n", 1),
-                          ("cas_n", 1), ("we_n", 1), ("dq", p.data_bits),
-                          ("dm", p.data_bits // 8)]
+                layout = _sdram_layout(p)
                 pads = Record(layout, name="sdram")
                 self.submodules.phy = phy = GENSDRPHY(pads, clk_hz)
                 self.ios |= {getattr(pads, f) for f, _ in layout}

@@ -225,7 +225,7 @@ class BoardTop(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         if self.mhz is not None:
-            self._ecp5_clock(m, platform)
+            self.pll = ecp5_clock(m, platform, self.mhz)
         m.submodules.design = self.design
         overruns = [self._link(m, platform, q) for q in self.peers]
         skip = [f"{way}_{q}" for q in self.peers for way in ("to", "from")]
@@ -260,9 +260,6 @@ class BoardTop(Elaboratable):
             m.d.comb += [out.o.eq(getattr(bridge.tx, name)),
                          getattr(bridge.rx, name).eq(inp.i)]
         return bridge.overrun
-
-    def _ecp5_clock(self, m, platform):
-        self.pll = ecp5_clock(m, platform, self.mhz)
 
 
 class LinkedBoardTop(Elaboratable):

@@ -25,7 +25,13 @@ from mixgcn.hdl.dram import DRAMBridge, dram_controller
 from mixgcn.hdl.frames import MAX_PAYLOAD
 from mixgcn.hdl.host_link import LinkedChip
 from mixgcn.hdl.uart import UARTReceiver, UARTTransmitter
-from mixgcn.sim.chip.harness import MemorySink, MemorySource, cached_verilog, memory_model
+from mixgcn.sim.chip.harness import (
+    MemorySink,
+    MemorySource,
+    cached_verilog,
+    dram_build,
+    memory_model,
+)
 
 __all__ = ["BYTE_DEPTH", "BoardHarness", "board_verilog"]
 
@@ -96,19 +102,14 @@ def board_verilog(config: ChipConfig, divisor: int, seed: int = 0xACE1,
     """Verilog of the board harness with its clocked top (cached, see
     :func:`~mixgcn.sim.chip.harness.cached_verilog`); with ``dram``, LiteDRAM's
     controller and model of it too."""
-    from importlib.metadata import version
     from pathlib import Path
 
     if dram is None:
         return cached_verilog("board", (config, divisor, seed),
                               lambda: BoardHarness(config, divisor, seed=seed), on_generate,
                               sources=(Path(__file__),))
-    import mixgcn.gen.dram
-    from mixgcn.gen.dram import dram_verilog
-
-    mem_width = ChipLayouts(config).mem_width
+    key, sources, extra = dram_build(config, dram)
     return cached_verilog(
-        "board", (config, divisor, seed, dram, version("litedram"), version("migen")),
+        "board", (config, divisor, seed, *key),
         lambda: BoardHarness(config, divisor, seed=seed, dram=dram), on_generate,
-        sources=(Path(__file__), Path(mixgcn.gen.dram.__file__)),
-        extra=lambda: dram_verilog(dram.name, mem_width)[0])
+        sources=(Path(__file__), *sources), extra=extra)

@@ -36,8 +36,8 @@ from mixgcn.hdl.system import System
 from mixgcn.sim.chip.dram import DRAM_PORTS, dram_memory
 
 __all__ = ["MEMORY_MODEL", "TOP", "ChipHarness", "MemorySink", "MemorySource", "SystemHarness",
-           "attach", "cached_verilog", "clocked_top", "harness_ports", "harness_verilog",
-           "memory_model"]
+           "attach", "cached_verilog", "clocked_top", "dram_build", "harness_ports",
+           "harness_verilog", "memory_model"]
 
 MEMORY_MODEL = Path(__file__).with_name("mixgcn_memory.v")
 
@@ -322,17 +322,27 @@ def harness_verilog(config: ChipConfig | SystemConfig, loopback: bool = True,
         return cached_verilog("chip", (config, loopback, seed),
                               lambda: ChipHarness(config, loopback=loopback, seed=seed),
                               on_generate)
+    import mixgcn.sim.chip.dram
+
+    key, sources, extra = dram_build(config, dram)
+    return cached_verilog(
+        "chip", (config, loopback, seed, *key),
+        lambda: ChipHarness(config, loopback=loopback, seed=seed, dram=dram), on_generate,
+        sources=(*sources, Path(mixgcn.sim.chip.dram.__file__)), extra=extra)
+
+
+def dram_build(config: ChipConfig, dram: DRAMPart):
+    """What a harness on ``dram`` adds to :func:`cached_verilog`: to the key (the part,
+    LiteDRAM's and migen's versions), to the sources (the generator), and the
+    controller's Verilog as ``extra``."""
     from importlib.metadata import version
 
-    import mixgcn.sim.chip.dram
+    import mixgcn.gen.dram
     from mixgcn.gen.dram import dram_verilog
 
     mem_width = ChipLayouts(config).mem_width
-    return cached_verilog(
-        "chip", (config, loopback, seed, dram, version("litedram"), version("migen")),
-        lambda: ChipHarness(config, loopback=loopback, seed=seed, dram=dram), on_generate,
-        sources=(Path(mixgcn.gen.dram.__file__), Path(mixgcn.sim.chip.dram.__file__)),
-        extra=lambda: dram_verilog(dram.name, mem_width)[0])
+    return ((dram, version("litedram"), version("migen")), (Path(mixgcn.gen.dram.__file__),),
+            lambda: dram_verilog(dram.name, mem_width)[0])
 
 
 def cached_verilog(kind: str, key, make: Callable[[], wiring.Component],

@@ -182,6 +182,12 @@ class MACArray(wiring.Component):
     the cycle an operation's first word is accepted (the engine sets it with the
     command, a cycle or more before)."""
 
+    @staticmethod
+    def latency(rows: int) -> int:
+        """The registers a word's flags pass from s1 to the cycle its column sums leave
+        the tree of an array of ``rows`` rows (the products' four, then the tree's)."""
+        return 4 + (rows - 1).bit_length()
+
     def __init__(self, c: DCEConfig, in_layout):
         self.config = c
         R, C = c.rows, c.cols
@@ -214,7 +220,7 @@ class MACArray(wiring.Component):
         # a word's flags travel beside it: (valid, first, end, last, mask), one register
         # a cycle, from s1 to the cycle its column sums leave the tree
         flags = [(s1_valid, s1_first, s1_end, s1_last, s1_mask)]
-        for stage in range(4 + (R - 1).bit_length()):
+        for stage in range(self.latency(R)):
             regs = (Signal(name=f"valid{stage + 2}"), Signal(name=f"first{stage + 2}"),
                     Signal(name=f"end{stage + 2}"), Signal(name=f"last{stage + 2}"),
                     Signal(C, name=f"mask{stage + 2}"))

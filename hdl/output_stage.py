@@ -53,6 +53,13 @@ class OutputStage(wiring.Component):
     after it is raised, before any row given after it can leave.
     """
 
+    @staticmethod
+    def latency(lanes: int) -> int:
+        """The stage's registers for ``lanes`` values: entry; shift; round; saturate;
+        then the max tree's remaining levels (at least one, where the row's count of
+        clipped values is added up)."""
+        return 4 + max(1, (lanes - 1).bit_length() - 2)
+
     def __init__(self, *, lanes: int, width: int, acc_width: int, counter_width: int = 32,
                  stalls: bool = True):
         self.lanes, self.width, self.acc_width = lanes, width, acc_width
@@ -63,9 +70,7 @@ class OutputStage(wiring.Component):
             "last": 1,
         })
         self.out_layout = output_layout(width, lanes)
-        # entry; shift; round; saturate; then the max tree's remaining levels (at least
-        # one, where the row's count of clipped values is added up)
-        self.stages = 4 + max(1, (lanes - 1).bit_length() - 2)
+        self.stages = self.latency(lanes)
         super().__init__({
             "i": In(stream.Signature(self.in_layout)),
             "o": Out(stream.Signature(self.out_layout)),

@@ -191,6 +191,8 @@ class AggregationPipeline(wiring.Component):
     to its row; the next command starts once the pipeline is empty.
     """
 
+    LATENCY = 6  # cycles from a row's last beat taken to its sum on ``feed``
+
     def __init__(self, c: SAEConfig, layouts: SAELayouts, in_layout):
         self.config, self.in_layout = c, in_layout
         super().__init__({
@@ -201,7 +203,7 @@ class AggregationPipeline(wiring.Component):
             "loaded": In(range(c.max_nodes + 1)), "credit": In(1), "final": In(1),
             "start": In(1), "keep": In(1), "accumulate": In(1),
             "accept": Out(1), "row": Out(1), "commit": Out(1), "waiting": Out(1),
-            "kept": Out(1), "empty": Out(1), "in_flight": Out(range(7)),
+            "kept": Out(1), "empty": Out(1), "in_flight": Out(range(self.LATENCY + 1)),
             # the pairs of the beat being accepted whose gathered rows count (the
             # others are multiplied by zero): what the buffer's reads must get right
             "gathered": Out(c.edges),

@@ -407,6 +407,79 @@ def bench_memory() -> tuple[dict, list[str]]:
                     k: v / epochs for k, v in distinct_per_op.items()}), rows
 
 
+def _train_modelled(dataset, epochs: int, chip_name: str, memory, pipeline: bool = True):
+    """A training run on the simulated chip with the performance model beside it:
+    (result, [(kind, model cycles, chip cycles) per batch], useful MACs)."""
+    from mixgcn.host.backends import opened
+    from mixgcn.host.perf_model import ModelTap, WorkCounter
+
+    with opened("rtl", chip=CHIP_PRESETS[chip_name], chip_name=chip_name, pipeline=pipeline,
+                memory=memory,
+                on_build=lambda: _log(f"building the {chip_name} chip (once)")) as backend:
+        tap = ModelTap(backend.device, memory)
+        backend.device = tap
+        work = WorkCounter(backend)
+        r = train(dataset, GCNConfig(epochs=epochs), precision="fixed16", backend=work)
+        kinds = [b.kind for b in backend.report().batches]
+    return r, [(k, m, c) for k, (_, m, c) in zip(kinds, tap.predictions, strict=True)], work.macs
+
+
+def bench_model() -> tuple[dict, list[str]]:
+    """The analytic performance model (host/perf_model.py, docs/model.md) against the
+    simulated chip, batch by batch over two Cora epochs, per preset and memory
+    profile; and the whole chip's utilisation: the useful multiply-accumulates of the
+    run (counted from its kernels' operands) over its cycles times the chip's
+    multipliers."""
+    from mixgcn.host.perf_model import chip_macs
+
+    cora = _cora()
+    runs = [("default", "ideal", True), ("default", "ideal", False), ("ecp5", "ideal", True),
+            ("default", "hbm", True), ("default", "ulx3s-sdram", True),
+            ("default", "ecpix5-ddr3", True)]
+    errors: dict[str, dict[str, float]] = {}
+    epochs, util = {}, {}
+    for chip, memory, pipeline in runs:
+        _log(f"model: 2 Cora epochs on the {chip} chip, {memory} memory, "
+             f"{'pipelined' if pipeline else 'every kernel alone'}, with the model beside")
+        r, batches, macs = _train_modelled(cora, 2, chip, MEMORY_PROFILES[memory], pipeline)
+        worst = errors.setdefault(memory, {})
+        for kind, model, real in batches:
+            err = abs(model - real) / real
+            worst[kind] = max(worst.get(kind, 0.0), err)
+        tag = f"{chip}/{memory}/{'pipelined' if pipeline else 'alone'}"
+        epochs[tag] = dict(chip_cycles=sum(c for _, _, c in batches),
+                           model_cycles=sum(m for _, m, _ in batches),
+                           epoch_cycles=r["epoch_cycles"])
+        if memory == "ideal" and pipeline:
+            n = chip_macs(CHIP_PRESETS[chip])
+            util[chip] = dict(useful_macs=macs, cycles=r["cycles"], multipliers=n,
+                              utilisation=macs / (r["cycles"] * n),
+                              sae_busy=r.get("sae_busy_cycles"), dce_busy=r.get("dce_busy_cycles"))
+    ideal = errors["ideal"]
+    keys = dict(model_error_max=max(ideal.values()), model_errors=ideal,
+                model_errors_by_memory=errors, model_runs=epochs, chip_utilisation=util)
+    rows = ["Performance model (host/perf_model.py) against the simulated chip: the worst "
+            "error of any batch of each kind over 2 Cora epochs"]
+    kinds = sorted({k for e in errors.values() for k in e})
+    rows.append(f"  {'operation':<20} " + " ".join(f"{m:>12}" for m in errors))
+    for k in kinds:
+        rows.append(f"  {k:<20} " + " ".join(
+            f"{errors[m][k]:>12.2%}" if k in errors[m] else f"{'-':>12}" for m in errors))
+    rows.append(f"  model_error_max (ideal memory, the chip's design point): "
+                f"{keys['model_error_max']:.2%}; the memory profiles' page openings are not "
+                "modelled (docs/model.md)")
+    rows.append(f"  {'run':<30} {'chip cycles':>12} {'model':>12} {'error':>7}")
+    for tag, e in epochs.items():
+        rows.append(f"  {tag:<30} {e['chip_cycles']:>12,} {e['model_cycles']:>12,} "
+                    f"{(e['model_cycles'] - e['chip_cycles']) / e['chip_cycles']:>+7.2%}")
+    rows.append("Whole-chip utilisation on Cora (2 epochs, pipelined, ideal memory): useful "
+                "MACs / (cycles x multipliers)")
+    for chip, u in util.items():
+        rows.append(f"  {chip:<8} {u['useful_macs']:>12,} MACs in {u['cycles']:>9,} cycles on "
+                    f"{u['multipliers']:>3} multipliers: {u['utilisation']:.1%}")
+    return keys, rows
+
+
 # the large graph of the tiling bench: 50,000 nodes, about a million directed edges
 LARGE_GRAPH = "synthetic:nodes=50000,degree=22"
 
@@ -881,7 +954,8 @@ SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": b
             "presets": bench_presets, "memory": bench_memory, "tiling": bench_tiling,
             "comm": bench_comm,
             "mop_rtl": bench_mop_rtl,
-            "fabric": bench_fabric, "link": bench_link, "boards": bench_boards}
+            "fabric": bench_fabric, "link": bench_link, "model": bench_model,
+            "boards": bench_boards}
 # sections run only when named with --only (make bench-boards): an hour or more
 SLOW_SECTIONS = {"boards"}
 

@@ -15,7 +15,7 @@ from amaranth import Shape
 from amaranth.lib import data
 
 __all__ = ["csr_beat_arrays", "csr_beat_count", "from_ints", "pack", "to_ints",
-           "unpack_signed", "weight_words", "word_bytes"]
+           "unpack_signed", "unpack_unsigned", "weight_words", "word_bytes"]
 
 
 def word_bytes(width: int) -> int:
@@ -80,6 +80,18 @@ def unpack_signed(words: np.ndarray, width: int, count: int, offset: int = 0) ->
     values = (fields << np.arange(width)).sum(axis=2)
     return np.where(values >= 1 << (width - 1), values - (1 << width), values)
 
+
+
+def unpack_unsigned(layout, words: np.ndarray, field: str) -> np.ndarray:
+    """The unsigned values of ``field`` of a StructLayout ``layout`` in packed
+    ``words``, as int64 ``[N, n]``: n = 1 for a scalar field, its length for an array
+    of scalars (the inverse of :func:`pack` for one field)."""
+    bits = np.unpackbits(np.asarray(words, dtype=np.uint8), axis=1, bitorder="little")
+    leaves = [(off, w) for path, off, w in _leaves(layout) if path[0] == field]
+    if not leaves:
+        raise ValueError(f"the layout has no field {field!r}")
+    return np.stack([(bits[:, off:off + w].astype(np.int64) << np.arange(w)).sum(axis=1)
+                     for off, w in leaves], axis=1)
 
 # ----------------------------------------------------------------------- CSR beats
 

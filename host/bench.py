@@ -407,13 +407,16 @@ def bench_memory() -> tuple[dict, list[str]]:
                     k: v / epochs for k, v in distinct_per_op.items()}), rows
 
 
-def _train_modelled(dataset, epochs: int, chip_name: str, memory, pipeline: bool = True):
-    """A training run on the simulated chip with the performance model beside it:
-    (result, [(kind, model cycles, chip cycles) per batch], useful MACs)."""
+def _train_modelled(dataset, epochs: int, chip_name: str, memory, pipeline: bool = True,
+                    chip=None):
+    """A training run on the simulated chip (a preset, or ``chip``) with the
+    performance model beside it: (result, [(kind, model cycles, chip cycles) per
+    batch], useful MACs)."""
     from mixgcn.host.backends import opened
     from mixgcn.host.perf_model import ModelTap, WorkCounter
 
-    with opened("rtl", chip=CHIP_PRESETS[chip_name], chip_name=chip_name, pipeline=pipeline,
+    chip = CHIP_PRESETS[chip_name] if chip is None else chip
+    with opened("rtl", chip=chip, chip_name=chip_name, pipeline=pipeline,
                 memory=memory,
                 on_build=lambda: _log(f"building the {chip_name} chip (once)")) as backend:
         tap = ModelTap(backend.device, memory)
@@ -430,7 +433,7 @@ def bench_model() -> tuple[dict, list[str]]:
     profile; and the whole chip's utilisation: the useful multiply-accumulates of the
     run (counted from its kernels' operands) over its cycles times the chip's
     multipliers."""
-    from mixgcn.host.perf_model import chip_macs
+    from mixgcn.gen.resources import multipliers
 
     cora = _cora()
     runs = [("default", "ideal", True), ("default", "ideal", False), ("ecp5", "ideal", True),
@@ -451,7 +454,7 @@ def bench_model() -> tuple[dict, list[str]]:
                            model_cycles=sum(m for _, m, _ in batches),
                            epoch_cycles=r["epoch_cycles"])
         if memory == "ideal" and pipeline:
-            n = chip_macs(CHIP_PRESETS[chip])
+            n = multipliers(CHIP_PRESETS[chip])
             util[chip] = dict(useful_macs=macs, cycles=r["cycles"], multipliers=n,
                               utilisation=macs / (r["cycles"] * n),
                               sae_busy=r.get("sae_busy_cycles"), dce_busy=r.get("dce_busy_cycles"))
@@ -477,6 +480,52 @@ def bench_model() -> tuple[dict, list[str]]:
     for chip, u in util.items():
         rows.append(f"  {chip:<8} {u['useful_macs']:>12,} MACs in {u['cycles']:>9,} cycles on "
                     f"{u['multipliers']:>3} multipliers: {u['utilisation']:.1%}")
+    return keys, rows
+
+
+def bench_explore() -> tuple[dict, list[str]]:
+    """Design-space exploration (host/explore.py) for Cora on the ECP5-85F, then the
+    chosen chip and the ``ecp5`` preset trained in RTL: epoch cycles and whole-chip
+    utilisation measured, beside the model's."""
+    from mixgcn.gen.resources import ECP5_PARTS, chip_block_rams, multipliers
+    from mixgcn.host.explore import Candidate, evaluate, explore
+
+    cora = _cora()
+    part = ECP5_PARTS["ecp5-85f"]
+    _log(f"explore: Cora on {part.name}, every candidate on the performance model")
+    t0 = time.perf_counter()
+    ranked = explore(cora, part)
+    seconds = time.perf_counter() - t0
+    best = ranked[0]
+    if best.refused is not None:
+        raise RuntimeError(f"no candidate holds Cora on {part.name}: {best.refused}")
+    preset = CHIP_PRESETS["ecp5"]
+    preset_model = evaluate(Candidate(preset, multipliers(preset), chip_block_rams(preset)),
+                            cora)
+    measured = {}
+    for name, cand in (("explored", best), ("ecp5", preset_model)):
+        _log(f"explore: 2 Cora epochs in RTL on the {name} chip")
+        r, _, macs = _train_modelled(cora, 2, name, MEMORY_PROFILES["ideal"],
+                                     chip=cand.config)
+        measured[name] = dict(label=cand.label() if name == "explored" else "the ecp5 preset",
+                              multipliers=cand.multipliers, bram=cand.bram,
+                              epoch_cycles_rtl=r["epoch_cycles"][-1],
+                              epoch_cycles_model=cand.epoch_cycles,
+                              utilisation_rtl=macs / (r["cycles"] * cand.multipliers),
+                              config=cand.config.to_dict())
+    keys = dict(explore=dict(part=part.name, candidates=len(ranked), seconds=seconds,
+                             chosen=best.to_dict(), measured=measured))
+    e, p = measured["explored"], measured["ecp5"]
+    rows = [f"Design-space exploration: Cora on {part.name} ({part.dsp} multipliers, "
+            f"{part.bram} block RAMs), {len(ranked)} candidates on the model in {seconds:.0f} s",
+            f"  {'chip':<46} {'mults':>5} {'BRAM':>5} {'epoch (RTL)':>11} "
+            f"{'epoch (model)':>13} {'utilisation':>11}"]
+    for m in (e, p):
+        rows.append(f"  {m['label']:<46} {m['multipliers']:>5} {m['bram']:>5} "
+                    f"{m['epoch_cycles_rtl']:>11,} {m['epoch_cycles_model']:>13,} "
+                    f"{m['utilisation_rtl']:>11.1%}")
+    rows.append(f"  the explored chip: {1 - e['epoch_cycles_rtl'] / p['epoch_cycles_rtl']:.1%} "
+                f"fewer cycles an epoch than the ecp5 preset (RTL)")
     return keys, rows
 
 
@@ -955,6 +1004,7 @@ SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": b
             "comm": bench_comm,
             "mop_rtl": bench_mop_rtl,
             "fabric": bench_fabric, "link": bench_link, "model": bench_model,
+            "explore": bench_explore,
             "boards": bench_boards}
 # sections run only when named with --only (make bench-boards): an hour or more
 SLOW_SECTIONS = {"boards"}

@@ -16,11 +16,13 @@ from mixgcn.gen.config import (
     CHIP_PRESETS,
     FABRIC_PRESETS,
     ConfigError,
+    MemoryProfile,
     load_chip,
     load_memory,
     memory_names,
 )
 from mixgcn.gen.dram import DRAMPart
+from mixgcn.gen.resources import ECP5_PARTS
 from mixgcn.golden.datasets import DatasetError, default_data_dir, load_dataset
 from mixgcn.golden.gcn import GCNConfig
 from mixgcn.golden.reorder import ORDERINGS
@@ -158,6 +160,25 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no per-epoch progress")
     t.add_argument("--verbose", action="store_true",
                    help="rtl: show the simulator's and the build's own output")
+    e = sub.add_parser("explore", help="find the chip that trains a dataset fastest on a part",
+                       description="Screen a grid of chip configurations on an FPGA's "
+                                   "multipliers and block RAM, train the dataset for two "
+                                   "epochs on the performance model (docs/model.md) on each "
+                                   "that fits, and write the fastest as a chip.json.")
+    e.add_argument("--dataset", default="cora",
+                   help="a Planetoid name, synthetic[:key=value,...] or an .npz (default cora)")
+    e.add_argument("--data-dir", type=Path, default=None,
+                   help="folder of the Planetoid files (default: $MIXGCN_DATA)")
+    e.add_argument("--budget", required=True, metavar="{" + ",".join(ECP5_PARTS) + "}",
+                   help="the part whose resources bound the chip")
+    e.add_argument("--memory", default="ideal", metavar="{" + ",".join(memory_names()) + "}",
+                   help="the memory profile the model plays (default ideal)")
+    e.add_argument("--out", type=Path, default=None,
+                   help="the chosen chip's JSON (default build/explore/<dataset>-<budget>.json)")
+    e.add_argument("--json", type=Path, default=None,
+                   help="also write every candidate's figures here")
+    e.add_argument("--top", type=int, default=10, help="candidates shown (default 10)")
+    e.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
 
 
@@ -399,7 +420,60 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_verilog(args)
     if args.command == "board":
         return cmd_board(args)
+    if args.command == "explore":
+        return cmd_explore(args)
     raise AssertionError(args.command)
+
+
+def cmd_explore(args) -> int:
+    """The fastest configuration of the grid on the part, by the performance model."""
+    from mixgcn.host.explore import explore
+
+    if args.budget not in ECP5_PARTS:
+        raise _fail(f"unknown --budget {args.budget!r}: expected one of {sorted(ECP5_PARTS)}")
+    if args.top < 1:
+        raise _fail(f"--top must be at least 1, got {args.top}")
+    try:
+        memory = load_memory(args.memory)
+    except ConfigError as e:
+        raise _fail(str(e)) from None
+    if not isinstance(memory, MemoryProfile):
+        raise _fail(f"--memory {args.memory}: the model plays the memory profiles "
+                    f"({', '.join(memory_names())}), not a DRAM controller")
+    out = args.out or Path("build/explore") / (
+        f"{Path(args.dataset).stem.split(':')[0]}-{args.budget}.json")
+    for path in (out, args.json):
+        if path is not None:
+            _check_writable(path)
+    try:
+        dataset = load_dataset(args.dataset, args.data_dir or default_data_dir())
+    except DatasetError as e:
+        raise _fail(str(e)) from None
+    part = ECP5_PARTS[args.budget]
+    say = None if args.quiet else (lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+    t0 = time.perf_counter()
+    ranked = explore(dataset, part, memory, progress=say)
+    best = ranked[0]
+    if best.refused is not None:
+        raise _fail(f"no configuration that fits {args.budget} holds {args.dataset}: "
+                    f"{best.refused}")
+    print(f"{args.dataset} on {args.budget} ({part.dsp} multipliers, {part.bram} block RAMs), "
+          f"{memory.name} memory: the model's second epoch")
+    print(f"  {'configuration':<44} {'mults':>5} {'BRAM':>5} {'cycles/epoch':>12} "
+          f"{'utilisation':>11}")
+    for c in [c for c in ranked if c.refused is None][:args.top]:
+        print(f"  {c.label():<44} {c.multipliers:>5} {c.bram:>5} {c.epoch_cycles:>12,} "
+              f"{c.utilisation:>11.1%}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(best.config.to_dict(), indent=2) + "\n")
+    print(f"chosen: {best.label()}; written to {out} (mixgcn train/board --chip {out}); "
+          f"{len(ranked)} candidates in {time.perf_counter() - t0:.0f} s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(dict(
+            dataset=args.dataset, budget=args.budget, memory=memory.name,
+            chosen=best.to_dict(), candidates=[c.to_dict() for c in ranked]), indent=2) + "\n")
+    return 0
 
 
 def cmd_verilog(args) -> int:

@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 PYTEST := $(PY) -m pytest -W error
 
-.PHONY: setup test test-slow test-fast sim formal mutants demo demo-mpi verilog board bench \
+.PHONY: setup test test-slow test-fast sim formal mutants demo demo-mpi verilog board bench bench-quick \
 	bench-boards lint clean
 
 setup: $(STAMP)
@@ -75,8 +75,14 @@ board: $(STAMP)
 		--chips $(if $(filter command line environment,$(origin CHIPS)),$(CHIPS),1) \
 		$(if $(SEED),--seed $(SEED)) $(if $(TOP),--top $(TOP))
 
+# The bench: measures, never asserts; writes bench/results.json, results.txt,
+# RESULTS.md and PNG plots, all from this run. bench-quick: the sections that take a
+# few minutes (engines, a Cora epoch per preset, the performance model, exploration).
 bench: $(STAMP)
 	$(PY) -m mixgcn.host.bench --out bench/results.json
+
+bench-quick: $(STAMP)
+	$(PY) -m mixgcn.host.bench --quick --out bench/results.json
 
 # The slow tier of the bench: every board x preset of the table in docs/boards.md built
 # (an hour or more).
@@ -87,5 +93,5 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf build bench/results.json bench/results.txt bench/*.png .pytest_cache .ruff_cache
+	rm -rf build bench/results.json bench/results.txt bench/RESULTS.md bench/*.png .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

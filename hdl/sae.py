@@ -275,7 +275,7 @@ class AggregationPipeline(wiring.Component):
                      r_data.eq(self.gather.data)]
         # the bank holds for a whole command (the next starts once the pipeline is
         # empty); each lane chooses from its own copy of it
-        lane_bank = [copy(1, name=f"bank{lane}") for lane in range(L)]
+        lane_bank = [copy(1, name=f"bank{lane}") for lane in range(c.lanes)]
         m.d.sync += [x.eq(self.bank) for x in lane_bank]
 
         # the multipliers register their operands (g), then their products (s2): they
@@ -318,18 +318,18 @@ class AggregationPipeline(wiring.Component):
             m.d.comb += [part_read.addr.eq(r_row),
                          self.sum_read_used.eq(r_valid & r_last & self.accumulate)]
             m.d.sync += s2_part.eq(part_read.data)
-            lane_add = [copy(1, name=f"add{lane}") for lane in range(L)]
+            lane_add = [copy(1, name=f"add{lane}") for lane in range(c.lanes)]
             m.d.sync += [x.eq(self.accumulate & g_last) for x in lane_add]
-            part = [Mux(lane_add[lane], s2_part[lane], 0) for lane in range(L)]
-        lo = [Signal(signed(sum_width), name=f"lo{lane}") for lane in range(L)]
-        hi = [Signal(signed(sum_width), name=f"hi{lane}") for lane in range(L)]
+            part = [Mux(lane_add[lane], s2_part[lane], 0) for lane in range(c.lanes)]
+        lo = [Signal(signed(sum_width), name=f"lo{lane}") for lane in range(c.lanes)]
+        hi = [Signal(signed(sum_width), name=f"hi{lane}") for lane in range(c.lanes)]
         m.d.sync += [s3_valid.eq(s2_valid), s3_last.eq(s2_last), s3_final.eq(s2_final),
                      s3_mask.eq(s2_mask), s3_row.eq(s2_row)]
         # each lane steers its adders from its own copies of the beat's flags
         # (mixgcn.hdl.timing), not from one register spanning all lanes
-        lane_lo = [copy(E, name=f"lo_sel{lane}") for lane in range(L)]
-        lane_valid = [copy(1, name=f"valid{lane}") for lane in range(L)]
-        lane_end = [copy(1, name=f"end{lane}") for lane in range(L)]
+        lane_lo = [copy(E, name=f"lo_sel{lane}") for lane in range(c.lanes)]
+        lane_valid = [copy(1, name=f"valid{lane}") for lane in range(c.lanes)]
+        lane_end = [copy(1, name=f"end{lane}") for lane in range(c.lanes)]
         m.d.sync += [*(x.eq(g_lo) for x in lane_lo), *(x.eq(s2_valid) for x in lane_valid),
                      *(x.eq(s2_valid & s2_last) for x in lane_end)]
         for lane in range(L):
@@ -340,7 +340,7 @@ class AggregationPipeline(wiring.Component):
 
         # acc holds the open row's partial sum. A beat that ends a row sends acc + lo to
         # the output stage and keeps hi (the next row's head); any other beat adds lo.
-        acc = [Signal(signed(c.acc_width), name=f"acc{lane}") for lane in range(L)]
+        acc = [Signal(signed(c.acc_width), name=f"acc{lane}") for lane in range(c.lanes)]
         # a finished row's sum (`fed`) goes to the output stage, or with `keep` back
         # into the partial sums
         feed, fed = self.feed.payload, Signal()
@@ -359,7 +359,7 @@ class AggregationPipeline(wiring.Component):
                 m.d.sync += acc[lane].eq(acc[lane] + lo[lane])
         # `start` zeroes them a cycle later, from each lane's copy of it: the command's
         # first beat reaches them five cycles after it at the soonest
-        lane_start = [copy(1, name=f"start{lane}") for lane in range(L)]
+        lane_start = [copy(1, name=f"start{lane}") for lane in range(c.lanes)]
         m.d.sync += [x.eq(self.start) for x in lane_start]
         for lane in range(L):
             with m.If(lane_start[lane]):
@@ -401,8 +401,8 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
                                depth=c.out_fifo_depth)
         self.loader = FeatureLoader(c, self.x_layout, self.cmd_layout["rows"].shape)
         self.pipe = AggregationPipeline(c, self, self.path.in_layout)
-        # lane 0's writes as they reach the buffer (each bank's enable, the row), for
-        # the proofs: every bank and lane has copies of its own of the same registers
+        # the buffer's writes as they reach it, a cycle after the loader takes a row
+        # (each bank's enable, the row; the proofs watch them)
         aw = max(1, (c.max_nodes - 1).bit_length())
         self.buffer_write_en, self.buffer_write_addr = Signal(2), Signal(aw)
         # the SPMM in progress, its rows still to take, and whether none or one is left
@@ -431,27 +431,26 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         wiring.connect(m, wiring.flipped(self.x), loader.x)
         wiring.connect(m, wiring.flipped(self.csr), pipe.csr)
         wiring.connect(m, wiring.flipped(self.mask), pipe.mask)
-        # the loader's writes reach the buffer a cycle later, from registers: each
-        # lane's address and word, each bank's and lane's enable a copy of its own
-        # (mixgcn.hdl.timing) beside its block RAMs, so no path runs from the loader's
-        # handshake across the die into the RAMs' write enables (the `ecp5` chip's
-        # slowest path). A row counts as loaded a cycle before it is written, and that
-        # is soon enough: a beat checked against `loaded` is gathered a cycle later at
-        # the soonest (it waits in `held`), and the sparse engine's proof says so
+        # the loader's writes reach the buffer a cycle later, from registers (the row,
+        # a word a lane, an enable a bank), so no path runs from the loader's handshake
+        # across the die into the RAMs' write enables (the `ecp5` chip's slowest path
+        # at 72.28 MHz). Not copies a bank and lane (mixgcn.hdl.timing): with those,
+        # nextpnr's router no longer finished the `ecp5` chip within an hour; without,
+        # it routes at 91.63 MHz (docs/boards.md, step 17). A row counts as loaded a
+        # cycle before it is written, and that is soon enough: a beat checked against
+        # `loaded` is gathered a cycle later at the soonest (it waits in `held`), and
+        # the sparse engine's proof says so
+        wdata = [Signal(signed(c.width), name=f"wdata{lane}") for lane in range(c.lanes)]
+        m.d.sync += [self.buffer_write_addr.eq(loader.write.addr),
+                     *(wdata[lane].eq(loader.write.data[lane]) for lane in range(c.lanes)),
+                     *(self.buffer_write_en[b].eq(loader.write.en & (loader.fill_bank == b))
+                       for b in range(2))]
         for b, lanes in enumerate(banks):
             for lane, buf in enumerate(lanes):
                 m.submodules[f"xbuf{b}_{lane}"] = buf
                 w = buf.write_port()
-                addr = copy(len(self.buffer_write_addr), name=f"waddr{b}_{lane}")
-                en = copy(1, name=f"wen{b}_{lane}")
-                data = Signal(signed(c.width), name=f"wdata{b}_{lane}")
-                m.d.sync += [addr.eq(loader.write.addr), data.eq(loader.write.data[lane]),
-                             en.eq(loader.write.en & (loader.fill_bank == b))]
-                m.d.comb += [w.addr.eq(addr), w.data.eq(data), w.en.eq(en)]
-                if lane == 0:  # the proofs watch lane 0's writes
-                    m.d.comb += self.buffer_write_en[b].eq(en)
-                    if b == 0:
-                        m.d.comb += self.buffer_write_addr.eq(addr)
+                m.d.comb += [w.addr.eq(self.buffer_write_addr), w.data.eq(wdata[lane]),
+                             w.en.eq(self.buffer_write_en[b])]
                 for e in range(c.edges):
                     port = buf.read_port()
                     m.d.comb += [port.addr.eq(pipe.gather.addr[e]),

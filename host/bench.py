@@ -64,6 +64,7 @@ def bench_golden() -> tuple[dict, list[str]]:
             _log(f"golden {tag} {precision}: {epochs} epochs")
             r = train(ds, GCNConfig(epochs=epochs), precision=precision)
             keys[f"golden_{tag}_epoch_seconds_{precision}"] = r["epoch_seconds_median"]
+            keys[f"golden_{tag}_test_accuracy_{precision}"] = r["test_accuracy"]
             rows.append(f"  {tag:<13} {ds.num_nodes:>7} nodes {ds.num_edges:>8} edges  "
                         f"{precision:<8} {r['epoch_seconds_median'] * 1e3:9.2f} ms/epoch  "
                         f"test acc {r['test_accuracy']:.3f}")
@@ -1008,6 +1009,8 @@ SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": b
             "boards": bench_boards}
 # sections run only when named with --only (make bench-boards): an hour or more
 SLOW_SECTIONS = {"boards"}
+# make bench-quick: the sections that take a few minutes together
+QUICK_SECTIONS = ("golden", "dce", "sae", "rtl", "presets", "model", "explore", "link")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1016,14 +1019,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", choices=sorted(SECTIONS), action="append",
                    help="run only these sections (repeatable); the others are recorded "
                         "as not run")
+    p.add_argument("--quick", action="store_true",
+                   help=f"run only the quick sections ({', '.join(QUICK_SECTIONS)})")
     args = p.parse_args(argv)
-    chosen = args.only or [s for s in SECTIONS if s not in SLOW_SECTIONS]
+    if args.quick and args.only:
+        p.error("--quick and --only choose the sections two ways: give one")
+    chosen = (args.only or (QUICK_SECTIONS if args.quick else
+                            [s for s in SECTIONS if s not in SLOW_SECTIONS]))
     results = dict(sections={})
     table = []
     for name in SECTIONS:
         if name not in chosen:
             why = ("a slow section: --only " + name if name in SLOW_SECTIONS
-                   else "not selected (--only)")
+                   else "not in the quick suite" if args.quick else "not selected (--only)")
             results["sections"][name] = dict(status="not run", reason=why)
             continue
         t0 = time.perf_counter()
@@ -1047,8 +1055,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     text = "\n".join(table)
     args.out.with_suffix(".txt").write_text(text + "\n")
+    from mixgcn.host.bench_report import write_report
+
+    report = write_report(results, text, args.out.parent)
     print(text)
-    print(f"results: {args.out} and {args.out.with_suffix('.txt')}")
+    print(f"results: {args.out}, {args.out.with_suffix('.txt')} and {report}")
     return 0
 
 

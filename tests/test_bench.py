@@ -63,3 +63,33 @@ def test_results_are_complete_and_never_carried_over(tmp_path, monkeypatch):
     assert r["sections"]["dce"] == dict(status="not run", reason="not selected (--only)")
     assert r["sections"]["rtl"] == dict(status="not run", reason="no Cora: not found")
     assert "rtl: not run (no Cora: not found)" in out.with_suffix(".txt").read_text()
+
+
+def test_results_md_and_plots_come_from_this_run_only(tmp_path, monkeypatch):
+    out = tmp_path / "results.json"
+    (tmp_path / "model.png").write_bytes(b"an older run's plot")
+    util = dict(default=dict(useful_macs=100, cycles=1000, multipliers=4, utilisation=0.025,
+                             sae_busy=600, dce_busy=100))
+    monkeypatch.setattr(bench, "SECTIONS", {
+        "golden": lambda: ({"golden_cora_test_accuracy_float32": 0.812}, ["golden table"]),
+        "model": lambda: ({"chip_utilisation": util, "model_error_max": 0.0014}, ["m"]),
+        "rtl": lambda: (_ for _ in ()).throw(bench.NotRun("no Cora: not found"))})
+    monkeypatch.setattr(bench, "QUICK_SECTIONS", ("golden", "model", "rtl"))
+    assert bench.main(["--out", str(out), "--quick"]) == 0
+    md = (tmp_path / "RESULTS.md").read_text()
+    assert "| Cora test accuracy, golden float32 (200 epochs) | 0.812 |" in md
+    assert "| Performance model: worst error of any operation on Cora (ideal memory) | 0.14% |" \
+        in md
+    # a figure whose section did not run says why; none is invented
+    assert "— (rtl: no Cora: not found)" in md
+    assert "— (presets: not measured)" in md  # not a section of this run at all
+    assert "golden table" in md
+    assert (tmp_path / "utilisation.png").stat().st_size > 1000
+    assert "![utilisation](utilisation.png)" in md
+    assert not (tmp_path / "model.png").exists()  # the older run's plot is gone
+
+
+def test_quick_and_only_together_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--quick", "--only", "golden"])
+    assert "--quick and --only choose the sections two ways" in capsys.readouterr().err

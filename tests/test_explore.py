@@ -45,7 +45,7 @@ def test_explore_writes_a_chip_the_other_commands_accept(tmp_path, capsys):
     out, report = tmp_path / "chip.json", tmp_path / "report.json"
     assert main(["explore", "--dataset", GRAPH, "--budget", "ecp5-25f", "--quiet",
                  "--out", str(out), "--json", str(report), "--top", "3"]) == 0
-    name, chip = load_chip(str(out))
+    _, chip = load_chip(str(out))
     rep = json.loads(report.read_text())
     assert rep["chosen"]["config"] == chip.to_dict()
     assert rep["chosen"]["epoch_cycles"] == min(

@@ -158,7 +158,9 @@ class MACArray(wiring.Component):
 
     A word ``accept``-ed in cycle t (``a``: R values, of which lanes at or past ``k`` −
     ``base`` are zeroed — past the reduction; ``b``: C values, used by ``XTG``; ``mask``:
-    the row's ReLU' bits) enters s1 at t+1, s2 at t+2 and s3 at t+3. The weights read
+    the row's ReLU' bits) enters s1 at t+1, s2 at t+2 and s3 at t+3 (s1 takes whatever is
+    on ``a``, ``b`` and ``mask`` every cycle; only an accepted word's flags are valid).
+    The weights read
     from the store in cycle t leave its block RAMs at t+1 and are registered twice:
     as they are at t+2 (``stored``, a register with nothing in front of it, which the
     placer can put beside the block RAM: the RAM's slow output then never crosses the
@@ -214,9 +216,14 @@ class MACArray(wiring.Component):
         s1_a, s1_b, s1_mask = Signal.like(self.a), Signal.like(self.b), Signal(C)
         m.d.sync += [s1_valid.eq(self.accept), s1_first.eq(self.first),
                      s1_end.eq(self.accept & self.row_end), s1_last.eq(self.last)]
-        with m.If(self.accept):
-            m.d.sync += [s1_a[r].eq(Mux(self.base + r < self.k, self.a[r], 0)) for r in range(R)]
-            m.d.sync += [s1_b.eq(self.b), s1_mask.eq(self.mask)]
+        # s1 takes the word every cycle, accepted or not: its flags say whether it is one,
+        # and everything after s1 is gated by them (a cell adds only with `en`, a column
+        # keeps a sum only while `valid`, a row leaves only with `end`). So `accept`, the
+        # end of the engine's handshake logic, drives a few flag registers rather than
+        # the clock enables of R + C words spread over the array (the `ecp5` chip's
+        # slowest path at 91.63 MHz)
+        m.d.sync += [s1_a[r].eq(Mux(self.base + r < self.k, self.a[r], 0)) for r in range(R)]
+        m.d.sync += [s1_b.eq(self.b), s1_mask.eq(self.mask)]
         # a word's flags travel beside it: (valid, first, end, last, mask), one register
         # a cycle, from s1 to the cycle its column sums leave the tree
         flags = [(s1_valid, s1_first, s1_end, s1_last, s1_mask)]

@@ -8,7 +8,7 @@ JOBS   ?= 2
 PYTEST := $(PY) -m pytest -W error
 
 .PHONY: setup test test-slow test-fast sim formal mutants demo demo-mpi verilog board bench bench-quick \
-	bench-boards lint clean
+	bench-boards bench-peers lint clean
 
 setup: $(STAMP)
 
@@ -88,6 +88,13 @@ bench-quick: $(STAMP)
 # (an hour or more).
 bench-boards: $(STAMP)
 	$(PY) -m mixgcn.host.bench --only boards --out bench/boards.json
+
+# PyTorch Geometric's GCN on this CPU beside the golden model and the chip's implied
+# time (its RTL cycles over the Fmax of make board CHIP=ecp5's report): installs the
+# peers extra (torch) first.
+bench-peers: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev,peers]'
+	$(PY) -m mixgcn.host.bench --only peers --out bench/peers.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -530,6 +530,110 @@ def bench_explore() -> tuple[dict, list[str]]:
     return keys, rows
 
 
+# the Kipf & Welling setting every peer trains in
+PEER_EPOCHS = 200
+
+
+def _pyg_gcn_epochs(ds, epochs: int) -> dict:
+    """PyTorch Geometric's GCN (two GCNConv layers, hidden 16, ReLU, dropout 0.5, Adam
+    at 0.01 with weight decay 5e-4 on the first layer, row-normalised features) on the
+    CPU: the median wall time of a training epoch (forward, backward, step) and the
+    test accuracy after ``epochs``."""
+    import torch
+    import torch.nn.functional as F
+    from torch_geometric.nn import GCNConv
+
+    torch.manual_seed(0)
+    x = ds.features.toarray()
+    x = x / np.maximum(x.sum(axis=1, keepdims=True), 1e-12)
+    x, y = torch.from_numpy(x.astype(np.float32)), torch.from_numpy(ds.labels)
+    edges = torch.from_numpy(ds.edge_index)
+    train, test = torch.from_numpy(ds.train_mask), torch.from_numpy(ds.test_mask)
+
+    class GCN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = GCNConv(ds.num_features, 16)
+            self.conv2 = GCNConv(16, ds.num_classes)
+
+        def forward(self, x, edges):
+            x = F.dropout(x, 0.5, self.training)
+            x = F.relu(self.conv1(x, edges))
+            x = F.dropout(x, 0.5, self.training)
+            return self.conv2(x, edges)
+
+    model = GCN()
+    opt = torch.optim.Adam([dict(params=model.conv1.parameters(), weight_decay=5e-4),
+                            dict(params=model.conv2.parameters(), weight_decay=0)], lr=0.01)
+    times = []
+    for _ in range(epochs):
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad()
+        F.cross_entropy(model(x, edges)[train], y[train]).backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    model.eval()
+    with torch.no_grad():
+        acc = float((model(x, edges).argmax(1)[test] == y[test]).float().mean())
+    return dict(epoch_seconds=float(np.median(times)), test_accuracy=acc,
+                threads=torch.get_num_threads(), torch=torch.__version__)
+
+
+def bench_peers() -> tuple[dict, list[str]]:
+    """A Cora training epoch by each peer, labelled for what it is: PyTorch Geometric's
+    GCN on this machine's CPU, the golden numpy model (float32), and the chip's implied
+    time — its RTL cycles for the epoch divided by the Fmax nextpnr reported for it on
+    the ULX3S (the board report ``make board`` wrote, named with its date), never an
+    assumed clock."""
+    try:
+        import torch  # noqa: F401
+        import torch_geometric
+    except ImportError:
+        raise NotRun("the peers extra is not installed (make bench-peers installs it)") \
+            from None
+    cora = _cora()
+    _log(f"peers: PyG GCN, {PEER_EPOCHS} Cora epochs on the CPU")
+    pyg = _pyg_gcn_epochs(cora, PEER_EPOCHS)
+    _log(f"peers: golden float32, {PEER_EPOCHS} Cora epochs")
+    gold = train(cora, GCNConfig(epochs=PEER_EPOCHS), precision="float32")
+    peers = dict(pyg=dict(what=f"PyTorch Geometric {torch_geometric.__version__} GCN, "
+                               f"CPU ({pyg['threads']} threads)", **pyg),
+                 golden=dict(what="golden numpy model, float32",
+                             epoch_seconds=gold["epoch_seconds_median"],
+                             test_accuracy=gold["test_accuracy"]))
+    for chip in ("ecp5",):
+        _log(f"peers: 2 Cora epochs in RTL on the {chip} chip")
+        r = _train_rtl(cora, 2, chip_name=chip)
+        cycles = r["epoch_cycles"][-1]
+        report = Path("build/board") / f"ulx3s-85f-1x{chip}" / "report.json"
+        entry = dict(what=f"the {chip} chip: RTL cycles / the ULX3S build's Fmax",
+                     epoch_cycles=cycles)
+        if report.is_file():
+            rep = json.loads(report.read_text())
+            built = time.strftime("%Y-%m-%d", time.localtime(report.stat().st_mtime))
+            entry.update(fmax_mhz=rep["fmax_mhz"], board_report=str(report), built=built,
+                         epoch_seconds=cycles / (rep["fmax_mhz"] * 1e6))
+        else:
+            entry["epoch_seconds"] = None
+            entry["missing"] = (f"no board report at {report} (make board BOARD=ulx3s-85f "
+                                f"CHIP={chip})")
+        peers[f"chip_{chip}"] = entry
+    rows = [f"Peers: one Cora training epoch (median of {PEER_EPOCHS}; the chip: its "
+            "2nd epoch)", f"  {'who':<58} {'epoch':>12} {'test acc':>8}"]
+    for p in peers.values():
+        t = ("-" if p.get("epoch_seconds") is None
+             else f"{p['epoch_seconds'] * 1e3:.3f} ms")
+        acc = f"{p['test_accuracy']:.3f}" if "test_accuracy" in p else ""
+        rows.append(f"  {p['what']:<58} {t:>12} {acc:>8}")
+        if "fmax_mhz" in p:
+            rows.append(f"    {p['epoch_cycles']:,} cycles at {p['fmax_mhz']} MHz "
+                        f"({p['board_report']}, built {p['built']})")
+        elif "missing" in p:
+            rows.append(f"    {p['epoch_cycles']:,} cycles; {p['missing']}")
+    return dict(peers=peers), rows
+
+
 # the large graph of the tiling bench: 50,000 nodes, about a million directed edges
 LARGE_GRAPH = "synthetic:nodes=50000,degree=22"
 
@@ -1005,10 +1109,11 @@ SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": b
             "comm": bench_comm,
             "mop_rtl": bench_mop_rtl,
             "fabric": bench_fabric, "link": bench_link, "model": bench_model,
-            "explore": bench_explore,
+            "explore": bench_explore, "peers": bench_peers,
             "boards": bench_boards}
-# sections run only when named with --only (make bench-boards): an hour or more
-SLOW_SECTIONS = {"boards"}
+# sections run only when named with --only: the board builds (make bench-boards, an hour
+# or more) and the peers (make bench-peers: torch, an optional extra)
+SLOW_SECTIONS = {"boards", "peers"}
 # make bench-quick: the sections that take a few minutes together
 QUICK_SECTIONS = ("golden", "dce", "sae", "rtl", "presets", "model", "explore", "link")
 

@@ -93,3 +93,12 @@ def test_quick_and_only_together_are_refused(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--quick", "--only", "golden"])
     assert "--quick and --only choose the sections two ways" in capsys.readouterr().err
+
+
+def test_peers_say_why_they_did_not_run_without_torch(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    with pytest.raises(bench.NotRun, match="the peers extra is not installed"):
+        bench.bench_peers()
+    assert "peers" in bench.SLOW_SECTIONS  # never in make bench or make test

@@ -77,7 +77,8 @@ board: $(STAMP)
 
 # The bench: measures, never asserts; writes bench/results.json, results.txt,
 # RESULTS.md and PNG plots, all from this run. bench-quick: the sections that take a
-# few minutes (engines, a Cora epoch per preset, the performance model, exploration).
+# few minutes (Cora on the chip, a Cora epoch per preset, the performance model,
+# exploration).
 bench: $(STAMP)
 	$(PY) -m mixgcn.host.bench --out bench/results.json
 

@@ -143,20 +143,24 @@ def plots(results: dict, out_dir: Path) -> list[Path]:
 
     presets = results.get("cora_epoch_cycles_per_preset")
     memory = results.get("cora_epoch_cycles_per_memory")
-    if presets or memory:
-        fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-        if presets:
-            ok = {n: p["epoch_cycles"] for n, p in presets.items() if "epoch_cycles" in p}
-            axes[0].bar(list(ok), list(ok.values()))
-            axes[0].set(ylabel="cycles per Cora epoch", title="per chip preset (RTL)")
-        if memory:
-            vals = {}
-            for name, m in memory.items():
-                c = m["epoch_cycles"]
-                vals[name] = min(c.values()) if isinstance(c, dict) else c
-            axes[1].bar(list(vals), list(vals.values()))
-            axes[1].set(yscale="log", title="`default` chip per memory (RTL)")
-            axes[1].tick_params(axis="x", labelrotation=30, labelsize=7)
+    panels = [p for p in (("presets", presets), ("memory", memory)) if p[1]]
+    if panels:
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.5),
+                                 squeeze=False)
+        for ax, (kind, data) in zip(axes[0], panels, strict=True):
+            if kind == "presets":
+                ok = {n: p["epoch_cycles"] for n, p in data.items() if "epoch_cycles" in p}
+                ax.bar(list(ok), list(ok.values()))
+                ax.set(ylabel="cycles per Cora epoch", title="per chip preset (RTL)")
+            else:
+                vals = {}
+                for name, m in data.items():
+                    c = m["epoch_cycles"]
+                    vals[name] = min(c.values()) if isinstance(c, dict) else c
+                ax.bar(list(vals), list(vals.values()))
+                ax.set(yscale="log", ylabel="cycles per Cora epoch",
+                       title="`default` chip per memory (RTL)")
+                ax.tick_params(axis="x", labelrotation=30, labelsize=7)
         save(fig, "epochs.png")
 
     errors = results.get("model_errors_by_memory")

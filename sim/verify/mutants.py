@@ -190,7 +190,7 @@ MUTANTS = [
            (f"{_PARTS}::test_sae_against_golden",),
            "every lane multiplies bank 0's rows, whichever bank the command reads"),
     Mutant("sae-bank-write", "hdl/sae.py",
-           "(loader.fill_bank == b))]", "(b == 0))]",
+           "loader.write.en & (loader.fill_bank == b)", "loader.write.en & (b == 0)",
            (f"{_PARTS}::test_sae_against_golden",),
            "every load fills bank 0"),
     Mutant("link-credit", "hdl/fabric.py",

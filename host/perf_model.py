@@ -45,7 +45,7 @@ from mixgcn.host.device import BatchResult, StatusRecord
 from mixgcn.host.packing import to_ints, unpack_unsigned
 
 __all__ = ["BatchPrediction", "Latencies", "ModelDevice", "ModelTap", "PerfModel", "WorkCounter",
-           "chip_macs", "kernel_macs"]
+           "kernel_macs"]
 
 
 @dataclass(frozen=True)
@@ -391,8 +391,3 @@ class WorkCounter:
         self.macs += kernel_macs("spmm", s, h) + kernel_macs(form, x, w)
         return self.backend.spmm_and_gemm(s, h, form, x, w, stages, sites=sites)
 
-
-def chip_macs(config: ChipConfig) -> int:
-    """The chip's multipliers: the sparse engine's lanes × edge pipelines and the
-    dense engine's array."""
-    return config.sae.lanes * config.sae.edges + config.dce.rows * config.dce.cols

@@ -108,8 +108,11 @@ class ExchangeRouter(wiring.Component):
             pipe_valid = live & has & ~pipe_taken
             mem_done = ~to_mem | mem_taken | mem.ready
             pipe_done = ~has | pipe_taken | into_pipe.ready
+            # `ready` does not look at the engine's `valid` (a row leaves on both, as
+            # before): the path from the engine's output FIFO through the fork and back
+            # into the FIFO was the `ecp5` chip's slowest (docs/boards.md, step 19)
             m.d.comb += [mem.valid.eq(live & to_mem & ~mem_taken), mem.payload.eq(out.payload),
-                         out.ready.eq(live & (to_mem | has) & mem_done & pipe_done)]
+                         out.ready.eq(~(wants & ~has) & (to_mem | has) & mem_done & pipe_done)]
             with m.If(out.valid & out.ready):
                 m.d.sync += [mem_taken.eq(0), pipe_taken.eq(0)]
             with m.Else():

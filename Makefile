@@ -101,5 +101,5 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf build bench/results.json bench/results.txt bench/RESULTS.md bench/*.png .pytest_cache .ruff_cache
+	rm -rf build bench/*.json bench/*.txt bench/*.md bench/*.png .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

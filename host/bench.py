@@ -597,8 +597,9 @@ def bench_peers() -> tuple[dict, list[str]]:
     pyg = _pyg_gcn_epochs(cora, PEER_EPOCHS)
     _log(f"peers: golden float32, {PEER_EPOCHS} Cora epochs")
     gold = train(cora, GCNConfig(epochs=PEER_EPOCHS), precision="float32")
-    peers = dict(pyg=dict(what=f"PyTorch Geometric {torch_geometric.__version__} GCN, "
-                               f"CPU ({pyg['threads']} threads)", **pyg),
+    peers = dict(pyg=dict(what=f"PyTorch Geometric {torch_geometric.__version__} GCN, dense "
+                               f"features (its example's), CPU ({pyg['threads']} threads)",
+                          **pyg),
                  golden=dict(what="golden numpy model, float32",
                              epoch_seconds=gold["epoch_seconds_median"],
                              test_accuracy=gold["test_accuracy"]))
@@ -1163,7 +1164,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.with_suffix(".txt").write_text(text + "\n")
     from mixgcn.host.bench_report import write_report
 
-    report = write_report(results, text, args.out.parent)
+    report = write_report(results, text, args.out)
     print(text)
     print(f"results: {args.out}, {args.out.with_suffix('.txt')} and {report}")
     return 0

@@ -89,7 +89,7 @@ def headline_rows(results: dict) -> list[str]:
     return rows
 
 
-def plots(results: dict, out_dir: Path) -> list[Path]:
+def plots(results: dict, out_dir: Path, prefix: str = "") -> list[Path]:
     """The plots this run's figures allow (PNG, matplotlib); [] without matplotlib."""
     try:
         import matplotlib
@@ -103,7 +103,7 @@ def plots(results: dict, out_dir: Path) -> list[Path]:
 
     def save(fig, name):
         fig.tight_layout()
-        path = out_dir / name
+        path = out_dir / f"{prefix}{name}"
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
         plt.close(fig)
@@ -179,16 +179,21 @@ def plots(results: dict, out_dir: Path) -> list[Path]:
     return made
 
 
-def write_report(results: dict, table: str, out_dir: Path) -> Path:
-    """``RESULTS.md`` (and the plots) in ``out_dir`` from one run's results and its
-    readable table."""
-    pngs = plots(results, out_dir)
+def write_report(results: dict, table: str, results_path: Path) -> Path:
+    """The readable report beside ``results_path`` (a results JSON) and its plots:
+    ``RESULTS.md`` for ``results.json``, ``<name>.md`` and ``<name>-*.png`` for any other
+    (``make bench-boards`` and ``make bench-peers`` never overwrite the main run's)."""
+    out_dir, stem = results_path.parent, results_path.stem
+    prefix = "" if stem == "results" else f"{stem}-"
+    pngs = plots(results, out_dir, prefix)
     comm = out_dir / "comm.png"  # the comm section draws its own
     if comm.exists() and results.get("comm"):
         pngs.append(comm)
-    for stale in PLOTS:  # a plot this run did not draw is an older run's: gone
-        if out_dir / stale not in pngs:
-            (out_dir / stale).unlink(missing_ok=True)
+    for stale in PLOTS:  # a plot of this name this run did not draw is an older run's
+        if stale == "comm.png" and prefix:
+            continue
+        if out_dir / f"{prefix}{stale}" not in pngs:
+            (out_dir / f"{prefix}{stale}").unlink(missing_ok=True)
     sections = results.get("sections", {})
     lines = ["# mixgcn bench results",
              "",
@@ -210,7 +215,7 @@ def write_report(results: dict, table: str, out_dir: Path) -> Path:
         lines += ["", "## Plots", ""]
         lines += [f"![{p.stem}]({p.name})" for p in pngs]
     lines += ["", "## Tables", "", "```", table.rstrip(), "```", ""]
-    path = out_dir / "RESULTS.md"
+    path = out_dir / ("RESULTS.md" if stem == "results" else f"{stem}.md")
     path.write_text("\n".join(lines))
     return path
 
@@ -225,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"mixgcn-bench-report: cannot read {args.results}: {e}") from None
     txt = args.results.with_suffix(".txt")
     table = txt.read_text() if txt.exists() else ""
-    print(write_report(results, table, args.results.parent))
+    print(write_report(results, table, args.results))
     return 0
 
 

@@ -102,3 +102,13 @@ def test_peers_say_why_they_did_not_run_without_torch(monkeypatch):
     with pytest.raises(bench.NotRun, match="the peers extra is not installed"):
         bench.bench_peers()
     assert "peers" in bench.SLOW_SECTIONS  # never in make bench or make test
+
+
+def test_a_named_run_keeps_its_report_apart(tmp_path, monkeypatch):
+    (tmp_path / "RESULTS.md").write_text("the main run's")
+    (tmp_path / "utilisation.png").write_bytes(b"the main run's plot")
+    monkeypatch.setattr(bench, "SECTIONS", {"golden": lambda: ({"g": 1}, ["g"])})
+    assert bench.main(["--out", str(tmp_path / "peers.json"), "--only", "golden"]) == 0
+    assert "g" in (tmp_path / "peers.md").read_text()
+    assert (tmp_path / "RESULTS.md").read_text() == "the main run's"
+    assert (tmp_path / "utilisation.png").read_bytes() == b"the main run's plot"

@@ -12,8 +12,9 @@ knows of the hardware (docs/model.md):
 - a ``SPMM`` takes one CSR beat a cycle; with ``follow`` a beat waits until every row
   it gathers is in the buffer — so the model walks the beats (numpy, one pass), and
   the graph's column order decides how much of a pass overlaps its load;
-- an engine admits a row only with its output path's credit: ``out_fifo_depth`` rows
-  per credit loop (:attr:`Latencies.dce_loop`), which bounds the dense engine's rows a
+- an engine admits a row only with its output path's credit: at most
+  ``out_fifo_depth`` rows in its credit loop (the engine's and the output stage's
+  pipelines, :attr:`Latencies.loop_extra` more), which bounds the dense engine's rows a
   cycle when ``out_fifo_depth`` is smaller than the loop;
 - a ``GEMM`` (``XW``, ``XWT``) loads its ``b_len`` weight words, then takes one ``a``
   word a cycle (⌈k/R⌉ a row); ``from_xchg``, each row when the sparse engine has
@@ -72,7 +73,8 @@ class Latencies:
     xtg_done: int = 20
     # an exchanged row: from leaving one engine to entering the other
     xchg: int = 2
-    # from the last status record to the batch's end, and between two issues
+    # from the last descriptor's completion to the batch's end as the device counts it
+    # (its status record, the controller going idle)
     batch_end: int = 11
 
 

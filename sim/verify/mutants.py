@@ -151,6 +151,11 @@ MUTANTS = [
            "Mux(first, 0, col_acc[x])", "Mux(first, col_acc[x], 0)",
            (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
            "a column accumulator restarts on every chunk of a row but the first"),
+    Mutant("dce-cell-en", "hdl/dce.py", "cell.en.eq(flags[2][0] & self.xtg)",
+           "cell.en.eq(self.xtg)",
+           (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
+           "an Xᵀ·G cell adds the products of cycles without an accepted word (s1 takes "
+           "whatever is on its inputs every cycle)"),
     Mutant("column-valid", "hdl/dce.py", "with m.If(valid):", "with m.If(1):",
            (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
            "a column accumulator adds the products of cycles without a word"),

@@ -280,8 +280,10 @@ class _Memory:
 
     def write(self, addr: int, words: np.ndarray) -> None:
         end = addr + len(words)
-        # a newer write replaces the older ones it covers
-        self.writes = [(a, w) for a, w in self.writes if not (addr <= a and a + len(w) <= end)]
+        # an older write any of whose words this one overwrites is forgotten whole: a
+        # read never finds stale words in it, and the list stays as long as the
+        # regions in use
+        self.writes = [(a, w) for a, w in self.writes if a + len(w) <= addr or end <= a]
         self.writes.append((addr, np.asarray(words, dtype=np.uint8)))
 
     def read(self, addr: int, n: int) -> np.ndarray:

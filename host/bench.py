@@ -580,6 +580,18 @@ def _pyg_gcn_epochs(ds, epochs: int) -> dict:
                 threads=torch.get_num_threads(), torch=torch.__version__)
 
 
+def _board_fmax(chip: str) -> dict:
+    """The Fmax nextpnr reported for ``chip`` on the ULX3S (the board report ``make
+    board`` wrote, with its date), or why there is none."""
+    report = Path("build/board") / f"ulx3s-85f-1x{chip}" / "report.json"
+    if not report.is_file():
+        return dict(missing=f"no board report at {report} (make board BOARD=ulx3s-85f "
+                            f"CHIP={chip})")
+    rep = json.loads(report.read_text())
+    built = time.strftime("%Y-%m-%d", time.localtime(report.stat().st_mtime))
+    return dict(fmax_mhz=rep["fmax_mhz"], board_report=str(report), built=built)
+
+
 def bench_peers() -> tuple[dict, list[str]]:
     """A Cora training epoch by each peer, labelled for what it is: PyTorch Geometric's
     GCN on this machine's CPU, the golden numpy model (float32), and the chip's implied
@@ -607,18 +619,13 @@ def bench_peers() -> tuple[dict, list[str]]:
         _log(f"peers: 2 Cora epochs in RTL on the {chip} chip")
         r = _train_rtl(cora, 2, chip_name=chip)
         cycles = r["epoch_cycles"][-1]
-        report = Path("build/board") / f"ulx3s-85f-1x{chip}" / "report.json"
         entry = dict(what=f"the {chip} chip: RTL cycles / the ULX3S build's Fmax",
                      epoch_cycles=cycles)
-        if report.is_file():
-            rep = json.loads(report.read_text())
-            built = time.strftime("%Y-%m-%d", time.localtime(report.stat().st_mtime))
-            entry.update(fmax_mhz=rep["fmax_mhz"], board_report=str(report), built=built,
-                         epoch_seconds=cycles / (rep["fmax_mhz"] * 1e6))
+        board = _board_fmax(chip)
+        if "fmax_mhz" in board:
+            entry.update(board, epoch_seconds=cycles / (board["fmax_mhz"] * 1e6))
         else:
-            entry["epoch_seconds"] = None
-            entry["missing"] = (f"no board report at {report} (make board BOARD=ulx3s-85f "
-                                f"CHIP={chip})")
+            entry.update(board, epoch_seconds=None)
         peers[f"chip_{chip}"] = entry
     rows = [f"Peers: one Cora training epoch (median of {PEER_EPOCHS}; the chip: its "
             "2nd epoch)", f"  {'who':<58} {'epoch':>12} {'test acc':>8}"]
@@ -633,6 +640,87 @@ def bench_peers() -> tuple[dict, list[str]]:
         elif "missing" in p:
             rows.append(f"    {p['epoch_cycles']:,} cycles; {p['missing']}")
     return dict(peers=peers), rows
+
+
+# the projection's check: graphs, chips and parallelisms run through the descriptor-level
+# model, beside the projection of the same epoch (Cora fits the ecp5 and default chips'
+# buffers; on tiny, and the power-law graph on ecp5, SpMMs run in column windows)
+PROJECTION_CHECKS = (
+    *(("cora", chip, P, par) for chip in ("ecp5", "default", "tiny")
+      for P, par in ((1, "mop"), (2, "mop"), (4, "mop"), (2, "partition"), (4, "partition"))),
+    ("synthetic:nodes=20000,degree=10", "ecp5", 1, "mop"),
+    ("synthetic:nodes=20000,degree=10", "ecp5", 2, "partition"))
+PROJECTION_CHIPS = (1, 2, 4, 8, 16, 32)
+PROJECTION_CLOCK_MHZ = 100.0  # the design's target, when no board report gives an Fmax
+
+
+def bench_projection() -> tuple[dict, list[str]]:
+    """Projection on paper (host/projection.py, docs/projection.md) of graphs this
+    machine cannot hold — model output, labelled so. First its check on Cora: the
+    statistics-only kernel cycles against the descriptor-level model's (which the
+    model section checks against the RTL) and the proxy-scaled bytes against the
+    sharded backend's own count, per chips and parallelism; then Reddit, ogbn-products
+    and ogbn-papers100M on the ecp5 chip at its ULX3S Fmax."""
+    from mixgcn.host import projection as pj
+
+    checks, graphs = [], {}
+    rows = ["Projection check (2nd epoch): kernel cycles projected from the statistics against "
+            "the descriptor-level model's (the model section checks that against the RTL) — "
+            "with Â known (its beats and column windows the driver's own: the cycle formulas) "
+            "and from the statistics alone (as a projected graph); bytes between chips, "
+            "proxy-scaled, against the sharded backend's count",
+            f"  {'graph':<9} {'chip':<8} {'P':>2} {'parallelism':<10} {'model cycles':>12} "
+            f"{'Â known':>8} {'stats only':>10} {'bytes moved':>12} {'projected':>10}"]
+    for spec, chip, P, par in PROJECTION_CHECKS:
+        if spec not in graphs:
+            ds = _cora() if spec == "cora" else load_dataset(spec)
+            graphs[spec] = (ds, pj.GraphStats.of(ds))
+        ds, g = graphs[spec]
+        tag = "cora" if spec == "cora" else "powerlaw"
+        _log(f"projection: check on {tag}, {chip} chip, P={P} {par}")
+        dims = GCNConfig().dims(g.features, g.classes)
+        real = pj.modelled_epoch(ds, CHIP_PRESETS[chip], P, par)
+        known = pj.epoch_cycles(g, CHIP_PRESETS[chip], dims, P, par)["cycles"]
+        stats = pj.epoch_cycles(g.statistics_only(), CHIP_PRESETS[chip], dims, P, par)["cycles"]
+        moved = pj.exchange_bytes(g, P, par)["bytes_total"] if P > 1 else 0
+        mc = real["kernel_cycles"]
+        e = dict(graph=tag, dataset=spec, chip=chip, chips=P, parallelism=par,
+                 model_cycles=mc, projected_cycles=known, projected_cycles_statistics=stats,
+                 cycles_error=(known - mc) / mc, cycles_error_statistics=(stats - mc) / mc,
+                 bytes_moved=real["bytes_moved"], projected_bytes=moved,
+                 bytes_error=((moved - real["bytes_moved"]) / real["bytes_moved"]
+                              if real["bytes_moved"] else 0.0))
+        checks.append(e)
+        rows.append(f"  {tag:<9} {chip:<8} {P:>2} {par:<10} {mc:>12,} "
+                    f"{e['cycles_error']:>+8.1%} {e['cycles_error_statistics']:>+10.1%} "
+                    f"{e['bytes_moved']:>12,} {e['bytes_error']:>+10.1%}")
+    rows.append("  (partition: a chip's share is projected from the statistics either way; "
+                "its halo bytes assume no locality)")
+    board = _board_fmax("ecp5")
+    fmax = board.get("fmax_mhz", PROJECTION_CLOCK_MHZ)
+    clock = (f"{fmax} MHz, nextpnr's Fmax for the ecp5 chip on the ULX3S "
+             f"({board['board_report']}, built {board['built']})" if "fmax_mhz" in board
+             else f"{fmax} MHz, the design's target clock, NOT a measured Fmax "
+                  f"({board['missing']})")
+    projections = {}
+    rows += ["", f"Projection (MODEL OUTPUT, not measured) on the ecp5 chip; clock: {clock}"]
+    # Kipf & Welling's hidden width on each graph, and a wider model on Reddit: MoP
+    # shares an aggregation's columns, so it scales only while each chip has a word of
+    # lanes' worth of them
+    runs = [(name, graph, 16) for name, graph in pj.PROJECTED_GRAPHS.items()]
+    runs.append(("reddit", pj.PROJECTED_GRAPHS["reddit"], 128))
+    for name, graph, hidden in runs:
+        _log(f"projection: {name}, hidden {hidden}")
+        r = pj.project(graph, CHIP_PRESETS["ecp5"], chips=PROJECTION_CHIPS, fmax_mhz=fmax,
+                       hidden=hidden)
+        r["clock"] = clock
+        projections[name if hidden == 16 else f"{name}, hidden {hidden}"] = r
+        rows += pj.table(r)
+    return dict(projection=dict(checks=checks, clock=clock, graphs=projections,
+                                cycles_error_max=max(abs(c["cycles_error"]) for c in checks),
+                                cycles_error_statistics_max=max(
+                                    abs(c["cycles_error_statistics"]) for c in checks),
+                                bytes_error_max=max(abs(c["bytes_error"]) for c in checks))), rows
 
 
 # the large graph of the tiling bench: 50,000 nodes, about a million directed edges
@@ -1110,14 +1198,14 @@ SECTIONS = {"golden": bench_golden, "dce": bench_dce, "sae": bench_sae, "rtl": b
             "comm": bench_comm,
             "mop_rtl": bench_mop_rtl,
             "fabric": bench_fabric, "link": bench_link, "model": bench_model,
-            "explore": bench_explore, "peers": bench_peers,
+            "explore": bench_explore, "projection": bench_projection, "peers": bench_peers,
             "boards": bench_boards}
 # sections run only when named with --only: the board builds (make bench-boards, an hour
 # or more) and the peers (make bench-peers: torch, an optional extra)
 SLOW_SECTIONS = {"boards", "peers"}
 # make bench-quick: the sections that take a few minutes together (about 8 on this 2-core
 # machine beside another job; the engines' own sections and the link's take longer)
-QUICK_SECTIONS = ("golden", "rtl", "presets", "model", "explore")
+QUICK_SECTIONS = ("golden", "rtl", "presets", "model", "explore", "projection")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,8 @@ from pathlib import Path
 __all__ = ["HEADLINES", "PLOTS", "headline_rows", "plots", "write_report"]
 
 # every plot the bench draws
-PLOTS = ("utilisation.png", "pipeline.png", "epochs.png", "model.png", "comm.png")
+PLOTS = ("utilisation.png", "pipeline.png", "epochs.png", "model.png", "comm.png",
+         "projection.png")
 
 
 def _get(results: dict, path: str):
@@ -62,6 +63,10 @@ HEADLINES: list[tuple[str, str, Callable, str]] = [
      "explore.measured.explored.epoch_cycles_rtl", _int, "explore"),
     ("Explored ECP5-85F chip: whole-chip utilisation (RTL)",
      "explore.measured.explored.utilisation_rtl", _pct, "explore"),
+    ("Projection: worst epoch-cycle error against the descriptor model, Â known",
+     "projection.cycles_error_max", "{:.1%}".format, "projection"),
+    ("Projection: the same, from the statistics alone (as for the large graphs)",
+     "projection.cycles_error_statistics_max", "{:.1%}".format, "projection"),
     ("Cora epoch on LiteDRAM's ULX3S SDRAM, times the ideal memory",
      "cora_epoch_cycles_per_memory.ulx3s-litedram.vs_ideal", "{:.1f}x".format, "memory"),
     ("Host link: payload written (bytes/s at the configured baud)",
@@ -176,6 +181,22 @@ def plots(results: dict, out_dir: Path, prefix: str = "") -> list[Path]:
                title="Performance model against the RTL, per operation (Cora)")
         ax.legend(fontsize=8)
         save(fig, "model.png")
+    proj = _get(results, "projection.graphs")
+    if proj:
+        fig, axes = plt.subplots(1, len(proj), figsize=(4.2 * len(proj), 3.6), squeeze=False)
+        for ax, (name, r) in zip(axes[0], proj.items(), strict=True):
+            for par in ("mop", "partition"):
+                pts = [(row["chips"], row["epoch_seconds"]) for row in r["rows"]
+                       if row["parallelism"] == par]
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), marker="o", label=par)
+            ax.set(xscale="log", yscale="log", xlabel="chips P", ylabel="seconds per epoch",
+                   title=f"{name} (model output)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"Projected training epoch, ecp5 chip at {r['fmax_mhz']:.2f} MHz",
+                     fontsize=9)
+        save(fig, "projection.png")
     return made
 
 

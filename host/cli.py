@@ -29,6 +29,7 @@ from mixgcn.golden.reorder import ORDERINGS
 from mixgcn.host.backends import BACKENDS, DEFAULT_BAUD, open_chips, open_system, opened
 from mixgcn.host.comm import MPIHost, mpi_world_size, serve
 from mixgcn.host.device import DeviceError
+from mixgcn.host.projection import PROJECTED_GRAPHS
 from mixgcn.host.sharded import CLOCK_MHZ, LINK_GBPS
 from mixgcn.host.sharding import PARALLELISMS, PARTITIONERS
 from mixgcn.host.train import EXCHANGES, PRECISIONS, Parallel, train
@@ -179,6 +180,34 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write every candidate's figures here")
     e.add_argument("--top", type=int, default=10, help="candidates shown (default 10)")
     e.add_argument("--quiet", action="store_true", help="no progress lines")
+    j = sub.add_parser("project", help="project a training epoch of a large graph (model output)",
+                       description="Project, from the performance model and a graph's "
+                                   "statistics, a training epoch on P chips: cycles, seconds "
+                                   "at a clock, bytes between chips, memory per chip and chips "
+                                   "needed by a board's memory. Model output, not a "
+                                   "measurement (docs/projection.md).")
+    j.add_argument("--graph", default="reddit",
+                   help="one of " + ", ".join(PROJECTED_GRAPHS) + " (published sizes), or a "
+                        "dataset this machine holds: a Planetoid name, synthetic[:...] or an "
+                        ".npz (default reddit)")
+    j.add_argument("--data-dir", type=Path, default=None,
+                   help="folder of the Planetoid files (default: $MIXGCN_DATA)")
+    j.add_argument("--chip", default="ecp5",
+                   help="a chip preset or a chip.json (default ecp5)")
+    j.add_argument("--chips", default="1,2,4,8,16,32",
+                   help="comma-separated chip counts P (default 1,2,4,8,16,32)")
+    j.add_argument("--parallelism", default="mop,partition",
+                   help="comma-separated: mop, partition (default both)")
+    j.add_argument("--fmax", type=float, required=True, metavar="MHZ",
+                   help="the chips' clock: the Fmax a board build reported (mixgcn board)")
+    j.add_argument("--link-gbps", type=float, default=10.0,
+                   help="each chip's link, Gbit/s (default 10)")
+    j.add_argument("--hidden", type=int, default=16, help="hidden width (default 16)")
+    j.add_argument("--layers", type=int, default=2, help="layers (default 2)")
+    j.add_argument("--memory", default="ideal", metavar="{" + ",".join(memory_names()) + "}",
+                   help="the memory profile the model plays (default ideal)")
+    j.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    j.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
 
 
@@ -422,7 +451,69 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_board(args)
     if args.command == "explore":
         return cmd_explore(args)
+    if args.command == "project":
+        return cmd_project(args)
     raise AssertionError(args.command)
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise _fail(f"{what} must be comma-separated integers, got {text!r}") from None
+    if not values:
+        raise _fail(f"{what} is empty")
+    return values
+
+
+def cmd_project(args) -> int:
+    """A training epoch of a large graph on P chips, projected by the model."""
+    from mixgcn.host.projection import GraphStats, project, table
+
+    chips = _int_list(args.chips, "--chips")
+    bad = [p for p in chips if not 1 <= p <= 4096]
+    if bad:
+        raise _fail(f"--chips: {bad[0]} is not in 1..4096")
+    parallelisms = [p.strip() for p in args.parallelism.split(",") if p.strip()]
+    for p in parallelisms or [""]:
+        if p not in ("mop", "partition"):
+            raise _fail(f"--parallelism: {p!r} is not one of mop, partition")
+    if not args.fmax > 0:
+        raise _fail(f"--fmax must be a positive clock in MHz, got {args.fmax}")
+    if not args.link_gbps > 0:
+        raise _fail(f"--link-gbps must be positive, got {args.link_gbps}")
+    if args.hidden < 1 or args.layers < 1:
+        raise _fail(f"--hidden and --layers must be at least 1, got {args.hidden} and "
+                    f"{args.layers}")
+    try:
+        _, chip = load_chip(args.chip)
+        memory = load_memory(args.memory)
+    except ConfigError as e:
+        raise _fail(str(e)) from None
+    if not isinstance(memory, MemoryProfile):
+        raise _fail(f"--memory {args.memory}: the model plays the memory profiles "
+                    f"({', '.join(memory_names())}), not a DRAM controller")
+    if args.json:
+        _check_writable(args.json)
+    if args.graph in PROJECTED_GRAPHS:
+        graph = PROJECTED_GRAPHS[args.graph]
+    else:
+        try:
+            dataset = load_dataset(args.graph, args.data_dir or default_data_dir())
+        except DatasetError as e:
+            raise _fail(f"--graph {args.graph!r}: not one of {', '.join(PROJECTED_GRAPHS)} "
+                        f"and not a dataset: {e}") from None
+        graph = GraphStats.of(dataset)
+    say = None if args.quiet else (lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+    result = project(graph, chip, chips=tuple(chips), fmax_mhz=args.fmax,
+                     link_gbps=args.link_gbps, hidden=args.hidden, layers=args.layers,
+                     memory=memory, parallelisms=tuple(parallelisms), progress=say)
+    print("\n".join(table(result)))
+    print(f"  source: {graph.source}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
 
 
 def cmd_explore(args) -> int:

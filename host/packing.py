@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from amaranth import Shape
 from amaranth.lib import data
 
-__all__ = ["csr_beat_arrays", "csr_beat_count", "from_ints", "pack", "to_ints",
+__all__ = ["beat_walk", "csr_beat_arrays", "csr_beat_count", "from_ints", "pack", "to_ints",
            "unpack_signed", "unpack_unsigned", "weight_words", "word_bytes"]
 
 
@@ -96,7 +96,7 @@ def unpack_unsigned(layout, words: np.ndarray, field: str) -> np.ndarray:
 # ----------------------------------------------------------------------- CSR beats
 
 
-def _beat_walk(indptr: np.ndarray, edges: int):
+def beat_walk(indptr: np.ndarray, edges: int):
     """Where the beat format (:mod:`mixgcn.hdl.sae`) puts each row: the beat and
     position of its first pair, the beat and split of its end; and the beat count.
 
@@ -126,7 +126,7 @@ def _beat_walk(indptr: np.ndarray, edges: int):
 
 def csr_beat_count(s, edges: int) -> int:
     """Beats S takes in the SAE's format with ``edges`` pipelines (without packing)."""
-    return _beat_walk(sp.csr_array(s).indptr, edges)[-1]
+    return beat_walk(sp.csr_array(s).indptr, edges)[-1]
 
 
 def csr_beat_arrays(s: sp.csr_array, edges: int) -> dict:
@@ -134,7 +134,7 @@ def csr_beat_arrays(s: sp.csr_array, edges: int) -> dict:
     ``col``/``val`` [B, E], ``count``, ``split``, ``last`` [B]. Repeated entries stay
     repeated."""
     indptr = np.asarray(s.indptr, dtype=np.int64)
-    start_beat, start_pos, end_beat, end_split, nbeats = _beat_walk(indptr, edges)
+    start_beat, start_pos, end_beat, end_split, nbeats = beat_walk(indptr, edges)
     nnz = int(indptr[-1]) if len(indptr) else 0
     degrees = np.diff(indptr)
     pos = np.repeat(start_pos, degrees) + (np.arange(nnz) - np.repeat(indptr[:-1], degrees))

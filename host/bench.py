@@ -439,7 +439,7 @@ def bench_model() -> tuple[dict, list[str]]:
     cora = _cora()
     runs = [("default", "ideal", True), ("default", "ideal", False), ("ecp5", "ideal", True),
             ("default", "hbm", True), ("default", "ulx3s-sdram", True),
-            ("default", "ecpix5-ddr3", True)]
+            ("default", "ecpix5-ddr3", True), ("ecp5", "ecpix5-ddr3", True)]
     errors: dict[str, dict[str, float]] = {}
     epochs, util = {}, {}
     for chip, memory, pipeline in runs:

@@ -103,6 +103,22 @@ class PerfModel:
         # cycles a word takes through a memory reader: it asks only for words its
         # buffer has room for, so it covers the latency with reader_depth words
         self.word = max(1.0, (memory.latency + 2) / config.reader_depth)
+        # Bursts (docs/memory.md): a channel keeps the memory's turn while its next word
+        # is in the burst it has open. A reader whose reader_depth words take the memory
+        # less time than a request's round trip runs out of requests first, so with
+        # other streams at work every turn of up to reader_depth words reopens a burst —
+        # and the reader's requests wait for the opening. Otherwise a turn lasts a burst.
+        word_time = self.lay.mem_width / memory.bandwidth if memory.bandwidth else 1.0
+        self.short_turns = bool(memory.burst) and (
+            memory.latency + 2 > config.reader_depth * word_time)
+        self.turn_words = (config.reader_depth if self.short_turns
+                           else max(1, memory.burst * 8 // self.lay.mem_width))
+        # a reader whose words are interleaved with another stream's reopens its burst
+        # for each word that follows one of theirs, and that request waits for it
+        self.open_cycles = memory.burst_cycles if self.short_turns else 0
+        self.word_beside = max(1.0, (memory.latency + 2 + self.open_cycles)
+                               / config.reader_depth)
+
         # cycles a row takes through an engine's output path: a FIFO's depth of rows
         # per credit loop (the pipelines between admission and the FIFO, as hdl/ builds
         # them)
@@ -112,6 +128,12 @@ class PerfModel:
                          + OutputStage.latency(d.cols))
         self.sae_loop = (AggregationPipeline.LATENCY + latencies.loop_extra
                          + OutputStage.latency(sa.lanes))
+
+    def gemm_word(self, chunks: int) -> float:
+        """Cycles a GEMM's ``a`` word takes through its reader: its rows' writes, one
+        for every ``chunks`` words it reads, reopen its burst as often."""
+        return max(1.0, (self.memory.latency + 2 + self.open_cycles * min(1.0, 1 / chunks))
+                   / self.config.reader_depth)
 
     # ------------------------------------------------------------- descriptors
     def decode(self, descriptors) -> list[dict]:
@@ -164,7 +186,13 @@ class PerfModel:
     def batch(self, descs: list[dict], csr_words) -> BatchPrediction:
         """The cycles of a batch of decoded descriptors; ``csr_words(addr, n)`` returns
         the ``n`` CSR beats at ``addr`` (packed words)."""
-        lat, w = self.lat, self.word
+        lat = self.lat
+        # the sparse engine's readers share the memory with a dense engine streaming
+        # beside them (not one that feeds them through the exchange and is done before
+        # most of the SpMM), and their turns then reopen bursts as the dense engine's do
+        beside = any(Unit(d["unit"]) == Unit.GEMM and not d["to_xchg"] for d in descs) \
+            and any(Unit(d["unit"]) == Unit.SPMM for d in descs)
+        w = self.word_beside if beside else self.word
         free = {Unit.LOAD: 0.0, Unit.SPMM: 0.0, Unit.GEMM: 0.0}
         sae_taken = 0.0  # the sparse engine takes its commands in order
         bank_free = [0.0, 0.0]  # a bank is in use until the SPMM reading it completes
@@ -251,7 +279,10 @@ class PerfModel:
             words += d["rows"] if d["to_mem"] else 0
         end = max(done_at, default=0.0)
         if self.memory.bandwidth:  # the memory's words a cycle bound the whole batch
-            end = max(end, words * self.lay.mem_width / self.memory.bandwidth)
+            # and every turn of a channel opens a burst
+            opens = words / self.turn_words if self.memory.burst else 0
+            end = max(end, words * self.lay.mem_width / self.memory.bandwidth
+                      + opens * self.memory.burst_cycles)
         pred.done, pred.words = [round(x) for x in done_at], words
         pred.cycles = round(end) + lat.batch_end
         return pred
@@ -264,7 +295,7 @@ class PerfModel:
         chunks = max(1, -(-d["k"] // self.config.dce.rows))
         base = start + lat.gemm_first + d["b_len"] * self.word
         ready = np.full(d["rows"], base, dtype=float)
-        period = chunks * self.word
+        period = chunks * self.gemm_word(chunks)
         if rows_in is not None:  # a row a word, from the exchange
             ready, period = np.maximum(ready, rows_in[:d["rows"]]), float(chunks)
         t = self._credited(ready, period, np.ones(len(ready), dtype=bool),

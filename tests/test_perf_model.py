@@ -49,6 +49,24 @@ def test_the_memory_profile_sets_the_pace():
     assert slow.word == (10 + 2) / chip.reader_depth
 
 
+def test_bursts_reopen_on_short_turns_only():
+    """DDR3 behind a 4:1 PHY answers a reader's four words faster than a request's round
+    trip: with other streams at work each turn reopens a burst, and the requests wait
+    for it. The ULX3S's SDRAM takes longer over four words than a round trip: a reader
+    keeps its turn for a whole burst, and the requests do not wait."""
+    chip = CHIP_PRESETS["default"]  # 256-bit words
+    ddr3 = PerfModel(chip, MEMORY_PROFILES["ecpix5-ddr3"])  # 128 bits a cycle
+    assert ddr3.short_turns and ddr3.turn_words == chip.reader_depth
+    assert ddr3.gemm_word(1) == (20 + 2 + 4) / chip.reader_depth  # a write every word
+    assert ddr3.gemm_word(4) == (20 + 2 + 1) / chip.reader_depth  # a write every 4 words
+    sdram = PerfModel(chip, MEMORY_PROFILES["ulx3s-sdram"])  # 16 bits a cycle
+    assert not sdram.short_turns and sdram.turn_words == 2048 * 8 // 256
+    assert sdram.gemm_word(1) == sdram.word
+    for name in ("ideal", "hbm"):  # no bursts: nothing changes
+        m = PerfModel(chip, MEMORY_PROFILES[name])
+        assert not m.short_turns and m.gemm_word(1) == m.word == m.word_beside
+
+
 def _train(backend, epochs=1):
     return train(load_dataset(GRAPH), GCNConfig(epochs=epochs, seed=3), precision="fixed16",
                  backend=backend)

@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 # The whole suite but its slow cases (warnings are errors); the 15 slowest tests listed,
-# to keep it within ten minutes on two cores.
+# to see what keeps it above ten minutes on two cores (simulator builds, a board build).
 test: $(STAMP)
 	$(PYTEST) -n $(JOBS) --dist loadgroup -m "not slow" --durations 15
 

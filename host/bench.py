@@ -470,8 +470,8 @@ def bench_model() -> tuple[dict, list[str]]:
         rows.append(f"  {k:<20} " + " ".join(
             f"{errors[m][k]:>12.2%}" if k in errors[m] else f"{'-':>12}" for m in errors))
     rows.append(f"  model_error_max (ideal memory, the chip's design point): "
-                f"{keys['model_error_max']:.2%}; the memory profiles' page openings are not "
-                "modelled (docs/model.md)")
+                f"{keys['model_error_max']:.2%}; the board memories' page openings are modelled "
+                "by rules, not a queue of turns (docs/model.md)")
     rows.append(f"  {'run':<30} {'chip cycles':>12} {'model':>12} {'error':>7}")
     for tag, e in epochs.items():
         rows.append(f"  {tag:<30} {e['chip_cycles']:>12,} {e['model_cycles']:>12,} "

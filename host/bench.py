@@ -694,8 +694,8 @@ def bench_projection() -> tuple[dict, list[str]]:
         rows.append(f"  {tag:<9} {chip:<8} {P:>2} {par:<10} {mc:>12,} "
                     f"{e['cycles_error']:>+8.1%} {e['cycles_error_statistics']:>+10.1%} "
                     f"{e['bytes_moved']:>12,} {e['bytes_error']:>+10.1%}")
-    rows.append("  (partition: a chip's share is projected from the statistics either way; "
-                "its halo bytes assume no locality)")
+    rows.append("  (Â known: the partition baseline's largest share of it; its halo bytes "
+                "assume no locality either way)")
     board = _board_fmax("ecp5")
     fmax = board.get("fmax_mhz", PROJECTION_CLOCK_MHZ)
     clock = (f"{fmax} MHz, nextpnr's Fmax for the ecp5 chip on the ULX3S "

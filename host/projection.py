@@ -371,6 +371,8 @@ def _kernels(call: Call, g: GraphStats, P: int, parallelism: str,
         if parallelism == "mop" or P == 1:  # all N rows, its columns
             spmm = [ShareKernel("spmm", N, N, _share(call.agg, P), g.nnz,
                                 g.adjacency)]
+        elif g.adjacency is not None:  # the busiest share of the sharded backend's own
+            spmm = [_partition_share(g, P, call.agg)]
         else:  # its rows, over its halo's rows of X
             halo = _share(N, P) + halo_rows(g, P)
             spmm = [ShareKernel("spmm", _share(N, P), min(N, halo), call.agg,
@@ -389,6 +391,19 @@ def _kernels(call: Call, g: GraphStats, P: int, parallelism: str,
         else:
             gemm = [ShareKernel(call.form, _share(N, P), call.fin, call.fout)]
     return spmm, gemm
+
+
+def _partition_share(g: GraphStats, P: int, f: int) -> ShareKernel:
+    """For a graph this machine holds, the partition baseline's largest share of Â
+    (contiguous rows, as ``--partitioner contiguous`` cuts them): its rows over its
+    halo's."""
+    from mixgcn.host.sharding import NodePartition
+
+    a = sp.csr_array(g.adjacency)
+    part = NodePartition.build(a, P, "contiguous")
+    shares = [sp.csr_array(a[r][:, c]) for r, c in zip(part.rows, part.halo_rows, strict=True)]
+    s = max(shares, key=lambda m: m.nnz)
+    return ShareKernel("spmm", s.shape[0], s.shape[1], f, int(s.nnz), s)
 
 
 def halo_rows(g: GraphStats, P: int) -> float:

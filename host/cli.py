@@ -15,6 +15,7 @@ from mixgcn.gen.board import BOARDS as BOARD_NAMES
 from mixgcn.gen.config import (
     CHIP_PRESETS,
     FABRIC_PRESETS,
+    MEMORY_PROFILES,
     ConfigError,
     MemoryProfile,
     load_chip,
@@ -487,12 +488,9 @@ def cmd_project(args) -> int:
                     f"{args.layers}")
     try:
         _, chip = load_chip(args.chip)
-        memory = load_memory(args.memory)
     except ConfigError as e:
         raise _fail(str(e)) from None
-    if not isinstance(memory, MemoryProfile):
-        raise _fail(f"--memory {args.memory}: the model plays the memory profiles "
-                    f"({', '.join(memory_names())}), not a DRAM controller")
+    memory = _model_memory(args.memory)
     if args.json:
         _check_writable(args.json)
     if args.graph in PROJECTED_GRAPHS:
@@ -516,6 +514,19 @@ def cmd_project(args) -> int:
     return 0
 
 
+def _model_memory(name: str) -> MemoryProfile:
+    """The memory profile ``--memory`` names, for the performance model (which plays
+    the profiles, not a DRAM controller)."""
+    try:
+        memory = load_memory(name)
+    except ConfigError as e:
+        raise _fail(str(e)) from None
+    if not isinstance(memory, MemoryProfile):
+        raise _fail(f"--memory {name}: the model plays the memory profiles "
+                    f"({', '.join(MEMORY_PROFILES)}), not a DRAM controller")
+    return memory
+
+
 def cmd_explore(args) -> int:
     """The fastest configuration of the grid on the part, by the performance model."""
     from mixgcn.host.explore import explore
@@ -524,13 +535,7 @@ def cmd_explore(args) -> int:
         raise _fail(f"unknown --budget {args.budget!r}: expected one of {sorted(ECP5_PARTS)}")
     if args.top < 1:
         raise _fail(f"--top must be at least 1, got {args.top}")
-    try:
-        memory = load_memory(args.memory)
-    except ConfigError as e:
-        raise _fail(str(e)) from None
-    if not isinstance(memory, MemoryProfile):
-        raise _fail(f"--memory {args.memory}: the model plays the memory profiles "
-                    f"({', '.join(memory_names())}), not a DRAM controller")
+    memory = _model_memory(args.memory)
     out = args.out or Path("build/explore") / (
         f"{Path(args.dataset).stem.split(':')[0]}-{args.budget}.json")
     for path in (out, args.json):

@@ -186,6 +186,8 @@ def test_cli_writes_a_labelled_projection(tmp_path, capsys):
     (["--fmax", "90", "--parallelism", "mop,foo"], "--parallelism: 'foo' is not one of"),
     (["--fmax", "90", "--graph", "nope"], "--graph 'nope': not one of reddit"),
     (["--fmax", "90", "--chip", "huge"], "unknown chip 'huge'"),
+    (["--fmax", "90", "--memory", "ulx3s-litedram"],
+     r"profiles \(ideal, ulx3s-sdram, ecpix5-ddr3, hbm\), not a DRAM controller"),
 ])
 def test_cli_refuses_bad_requests(args, match):
     with pytest.raises(SystemExit, match=match):

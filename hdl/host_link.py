@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import ChipConfig
@@ -277,7 +278,17 @@ class RequestExecutor(wiring.Component):
                                    for v in counter_values),
                                  elapsed, self.idle, self.error.as_value()))
 
+        # the chip's status records through a register pair: the records' valid from
+        # the chip's controller reaches the answer's shift register (hundreds of flip-
+        # flops loaded at once) a cycle later, not in the same cycle
+        m.submodules.status_in = status_in = SyncFIFOBuffered(
+            width=lay.status_layout.size, depth=2)
+        m.d.comb += [status_in.w_data.eq(self.status.payload.as_value()),
+                     status_in.w_en.eq(self.status.valid),
+                     self.status.ready.eq(status_in.w_rdy)]
+
         length_ok = Signal()
+        address_end = Signal(16)  # the value of ``left`` as the address's last byte comes
         # a WRITE's or READ's byte count in words, a RUN's in descriptors (a bit a cycle)
         m.submodules.per_word = per_word = ConstantDivider(16, ll.mem_bytes)
         m.submodules.per_desc = per_desc = ConstantDivider(16, ll.desc_bytes)
@@ -289,7 +300,8 @@ class RequestExecutor(wiring.Component):
                 with m.If(self.request.valid & ser_free):
                     p = self.request.payload
                     m.d.sync += [head.eq(p), send_seq.eq(p.seq), left.eq(p.length),
-                                 ans_addr.eq(0), got.eq(0), addr_in.eq(0)]
+                                 ans_addr.eq(0), got.eq(0), addr_in.eq(0),
+                                 address_end.eq(p.length - (ADDRESS_BYTES - 1))]
                     with m.If(p.error != FrameError.NONE):
                         answer(Status.BAD_CHECKSUM, kept=False)
                         m.next = "send"  # a damaged frame brings no payload
@@ -350,7 +362,7 @@ class RequestExecutor(wiring.Component):
                     m.d.comb += self.request_payload.ready.eq(1)
                     with m.If(take):
                         m.d.sync += [addr_in.eq(Cat(addr_in[8:], byte)), left.eq(left - 1)]
-                        with m.If(left == head.length - ADDRESS_BYTES + 1):
+                        with m.If(left == address_end):
                             with m.If(head.kind == Op.WRITE):
                                 m.next = "write_check"
                             with m.Else():
@@ -441,9 +453,9 @@ class RequestExecutor(wiring.Component):
                     with m.Else():
                         m.d.sync += have.eq(0)
                 m.d.sync += elapsed.eq(elapsed + 1)
-                m.d.comb += self.status.ready.eq(ser_free)
-                with m.If(self.status.valid & ser_free):
-                    m.d.sync += [ser.eq(self.status.payload.as_value()),
+                m.d.comb += status_in.r_en.eq(ser_free)
+                with m.If(status_in.r_rdy & ser_free):
+                    m.d.sync += [ser.eq(status_in.r_data),
                                  ser_left.eq(ll.status_bytes), index.eq(index + 1)]
                     with m.If(index + 1 == batch):
                         m.next = "run_done"

@@ -35,6 +35,7 @@ against the descriptor-level model on graphs this machine holds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -397,13 +398,19 @@ def _partition_share(g: GraphStats, P: int, f: int) -> ShareKernel:
     """For a graph this machine holds, the partition baseline's largest share of Â
     (contiguous rows, as ``--partitioner contiguous`` cuts them): its rows over its
     halo's."""
+    s = _largest_share(g, P)
+    return ShareKernel("spmm", s.shape[0], s.shape[1], f, int(s.nnz), s)
+
+
+@functools.lru_cache(maxsize=8)
+def _largest_share(g: GraphStats, P: int) -> sp.csr_array:
+    """Cut once per graph and P (every SpMM of an epoch uses it)."""
     from mixgcn.host.sharding import NodePartition
 
     a = sp.csr_array(g.adjacency)
     part = NodePartition.build(a, P, "contiguous")
     shares = [sp.csr_array(a[r][:, c]) for r, c in zip(part.rows, part.halo_rows, strict=True)]
-    s = max(shares, key=lambda m: m.nnz)
-    return ShareKernel("spmm", s.shape[0], s.shape[1], f, int(s.nnz), s)
+    return max(shares, key=lambda m: m.nnz)
 
 
 def halo_rows(g: GraphStats, P: int) -> float:

@@ -116,8 +116,7 @@ class PerfModel:
         # a reader whose words are interleaved with another stream's reopens its burst
         # for each word that follows one of theirs, and that request waits for it
         self.open_cycles = memory.burst_cycles if self.short_turns else 0
-        self.word_beside = max(1.0, (memory.latency + 2 + self.open_cycles)
-                               / config.reader_depth)
+        self.word_beside = self.gemm_word(1)  # another stream's word before each of its
 
         # cycles a row takes through an engine's output path: a FIFO's depth of rows
         # per credit loop (the pipelines between admission and the FIFO, as hdl/ builds

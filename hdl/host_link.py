@@ -250,15 +250,13 @@ class RequestExecutor(wiring.Component):
                 m.d.sync += left.eq(left - 1)
             return (left == 0) | (take & (left == 1))
 
-        # bytes out into the answer memory: a shift register emptied from the bottom
-        ser_width = 8 * max(ll.mem_bytes, ll.status_bytes, ll.block_bytes)
+        # bytes out into the answer memory: a memory word or a status record through a
+        # shift register emptied from the bottom, or the status block (below)
+        ser_width = 8 * max(ll.mem_bytes, ll.status_bytes)
         ser, ser_left = Signal(ser_width), Signal(range(ser_width // 8 + 1))
         ans_addr = Signal(range(MAX_PAYLOAD + 1))
-        m.d.comb += [aw_port.addr.eq(ans_addr), aw_port.data.eq(ser[:8]),
-                     aw_port.en.eq(ser_left != 0)]
         with m.If(ser_left != 0):
             m.d.sync += [ser.eq(ser >> 8), ser_left.eq(ser_left - 1), ans_addr.eq(ans_addr + 1)]
-        ser_free = ser_left == 0
 
         waddr = Signal(aw + 1)  # this request's next memory word (WRITE, READ)
         words = Signal(16)  # words still to write or read
@@ -271,15 +269,37 @@ class RequestExecutor(wiring.Component):
         def answer(kind, length=0, kept=True):
             m.d.sync += [send_kind.eq(kind), send_len.eq(length), keep.eq(kept)]
 
-        # the status block (LinkLayouts), taken into the shift register in one cycle
+        # the status block (LinkLayouts): its values snapped in one cycle (the chip's
+        # cycle counter runs on), then written a byte a cycle, picked by its index. In
+        # the shift register it made that 89 bytes wide, loaded from four sources: the
+        # link top's slowest path (docs/boards.md)
         block = Signal(8 * ll.block_bytes)
         counter_values = [v for _, _, v in self.counters.signature.flatten(self.counters)]
         m.d.comb += block.eq(Cat(*(Cat(v, Const(0, 8 * COUNTER_BYTES - len(v)))
                                    for v in counter_values),
                                  elapsed, self.idle, self.error.as_value()))
+        snapshot = Signal.like(block)
+        block_at = Signal(range(ll.block_bytes))
+        block_writing = Signal()
+        with m.If(~block_writing):
+            m.d.sync += snapshot.eq(block)
+        with m.Else():
+            m.d.sync += [block_at.eq(block_at + 1), ans_addr.eq(ans_addr + 1)]
+            with m.If(block_at == ll.block_bytes - 1):
+                m.d.sync += block_writing.eq(0)
+
+        def write_block():
+            """The block as it is in this cycle, into the answer from its first byte."""
+            m.d.sync += [block_writing.eq(1), block_at.eq(0), ans_addr.eq(0)]
+
+        m.d.comb += [aw_port.addr.eq(ans_addr),
+                     aw_port.data.eq(Mux(block_writing, snapshot.word_select(block_at, 8),
+                                         ser[:8])),
+                     aw_port.en.eq((ser_left != 0) | block_writing)]
+        ser_free = (ser_left == 0) & ~block_writing
 
         # the chip's status records through a register pair: the records' valid from
-        # the chip's controller reaches the answer's shift register (hundreds of flip-
+        # the chip's controller reaches the answer's shift register (a record's flip-
         # flops loaded at once) a cycle later, not in the same cycle
         m.submodules.status_in = status_in = SyncFIFOBuffered(
             width=lay.status_layout.size, depth=2)
@@ -328,7 +348,7 @@ class RequestExecutor(wiring.Component):
                         m.next = "run_size"
                     with m.Case(Op.STATUS):
                         with m.If(n == 0):
-                            m.d.sync += [ser.eq(block), ser_left.eq(ll.block_bytes)]
+                            write_block()
                             answer(Status.OK, ll.block_bytes)
                             m.next = "built"
                         with m.Else():
@@ -461,7 +481,7 @@ class RequestExecutor(wiring.Component):
                         m.next = "run_done"
             with m.State("run_done"):
                 with m.If(ser_free):  # the last record written: the block goes first
-                    m.d.sync += [ans_addr.eq(0), ser.eq(block), ser_left.eq(ll.block_bytes)]
+                    write_block()
                     answer(Status.OK, ll.block_bytes + batch * ll.status_bytes)
                     m.next = "built"
             with m.State("built"):

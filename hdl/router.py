@@ -55,8 +55,8 @@ class ExchangeRouter(wiring.Component):
 
     Rows leave an engine only when every destination its route names can take them
     (``ready`` is the AND of theirs). ``pipeline_depth`` rows wait in the pipeline FIFO,
-    and one more in the register after it (two cycles of latency through both). With
-    ``loopback`` the register's output feeds the exchange input inside the router;
+    and two more in the registers after it (three cycles of latency through all). With
+    ``loopback`` the last register's output feeds the exchange input inside the router;
     otherwise both are ports (``xchg_o``, ``xchg_i``) for a fabric.
     """
 
@@ -123,8 +123,11 @@ class ExchangeRouter(wiring.Component):
                      into_pipe.payload.eq(Mux(sae_xchg, self.sae_out.payload,
                                               self.dce_out.payload))]
 
-        # the pipe's words leave its block RAM through a register (hdl/timing.py)
-        piped = output_register(m, "pipe", pipe.r_stream)
+        # the pipe's words leave its block RAM through two registers (hdl/timing.py):
+        # the first can sit beside the RAM's slow output, the second crosses the die to
+        # the consumers (one register did both: the `ecp5` chip's slowest path, step 20
+        # of docs/boards.md)
+        piped = output_register(m, "pipe_out", output_register(m, "pipe_ram", pipe.r_stream))
         if self.loopback:
             xchg = piped
         else:

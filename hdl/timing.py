@@ -21,7 +21,9 @@ the producer sees a ``ready`` that comes from a register.
 **Output registers.** A FIFO held in block RAM hands its word straight from the RAM's
 output, which on an ECP5 comes 5.8 ns after the clock (yosys does not use the block's
 own output register): whatever the word then crosses must fit in what is left of
-the cycle. :func:`output_register` puts a register after such a stream.
+the cycle. :func:`output_register` puts a register after such a stream. Where the
+consumers are far from the RAM, the trip across the die does not fit beside the
+RAM's 5.8 ns either: two registers in a row let the placer put the first by the RAM.
 
 **Collision-free memories.** A read port of amaranth's returns the old word when a
 write to its address happens in the same cycle. An ECP5 block RAM does not promise

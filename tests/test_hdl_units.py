@@ -370,3 +370,67 @@ def test_constant_divider_matches_python(divisor):
             assert (ctx.get(dut.quotient), ctx.get(dut.remainder)) == divmod(x, divisor), x
 
     _run(dut, tb)
+
+
+def test_status_block_is_one_cycles_values():
+    """The link's STATUS block is written into its answer a byte a cycle while the
+    chip's cycle counter runs on: every counter of it must come from the same cycle.
+    Here every counter reads the clock's cycle number (carries crossing bytes while
+    the block is written), so a block of values from different cycles shows."""
+    from mixgcn.gen.config import CHIP_PRESETS
+    from mixgcn.hdl.frames import Op, Status
+    from mixgcn.hdl.host_link import COUNTER_BYTES, RequestExecutor
+
+    dut = RequestExecutor(CHIP_PRESETS["micro"])
+    ll = dut.layouts
+    counters = [v for _, _, v in dut.counters.signature.flatten(dut.counters)]
+    start = (1 << 16) - 60  # the block's write crosses the low 16 bits' carry
+    rng = np.random.default_rng(5)
+    blocks = []
+
+    async def clock_counters(ctx):
+        t = start
+        while True:
+            for v in counters:
+                ctx.set(v, t % (1 << len(v)))
+            await ctx.tick()
+            t += 1
+
+    async def host(ctx):
+        ctx.set(dut.idle, 1)
+        for seq in (1, 2):
+            ctx.set(dut.request.payload, {"seq": seq, "kind": Op.STATUS, "length": 0})
+            ctx.set(dut.request.valid, 1)
+            await ctx.tick().until(dut.request.ready)
+            ctx.set(dut.request.valid, 0)
+            ctx.set(dut.answer.ready, 1)
+            head = (await ctx.tick().sample(dut.answer.payload).until(dut.answer.valid))[0]
+            ctx.set(dut.answer.ready, 0)
+            assert (head.seq, head.kind, head.length) == (seq, Status.OK, ll.block_bytes)
+            body = []
+            while len(body) < ll.block_bytes:
+                ready = int(rng.random() < 0.5)
+                ctx.set(dut.answer_payload.ready, ready)
+                valid, byte = ctx.get(dut.answer_payload.valid), ctx.get(
+                    dut.answer_payload.payload)
+                await ctx.tick()
+                if ready and valid:
+                    body.append(byte)
+            ctx.set(dut.answer_payload.ready, 0)
+            blocks.append(bytes(body))
+
+    sim = Simulator(dut)
+    sim.add_clock(PERIOD)
+    sim.add_testbench(clock_counters, background=True)
+    sim.add_testbench(host)
+    sim.run_until(PERIOD * 2000)
+    assert len(blocks) == 2
+    seen = []
+    for block in blocks:
+        values = [int.from_bytes(block[i * COUNTER_BYTES:(i + 1) * COUNTER_BYTES], "little")
+                  for i in range(len(counters))]
+        t = values[0]
+        assert values == [t % (1 << len(v)) for v in counters], values
+        assert block[-1] == 1  # idle, no router error
+        seen.append(t)
+    assert start <= seen[0] < seen[1]

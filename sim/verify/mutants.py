@@ -325,6 +325,11 @@ MUTANTS = [
            "            with m.State(\"write_check\"):\n                with m.If(0):",
            (f"{_BOARD}::test_the_board_refuses_what_it_cannot_do_and_does_none_of_it",),
            "a WRITE past the memory's end is carried out (wrapping to its start)"),
+    Mutant("link-status-live", "hdl/host_link.py", "snapshot.word_select(block_at, 8)",
+           "block.word_select(block_at, 8)",
+           (f"{_UNITS}::test_status_block_is_one_cycles_values",),
+           "the status block's bytes come from the cycles they are written in, not from "
+           "one cycle (a counter torn across a carry)"),
 ]
 
 

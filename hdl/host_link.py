@@ -63,6 +63,7 @@ from mixgcn.hdl.memport import (
     WriteChannel,
 )
 from mixgcn.hdl.router import RouterError
+from mixgcn.hdl.timing import output_register
 from mixgcn.hdl.uart import UARTReceiver, UARTTransmitter
 
 __all__ = ["ADDRESS_BYTES", "COUNTER_BYTES", "HostLink", "LinkLayouts", "LinkedChip",
@@ -231,6 +232,12 @@ class RequestExecutor(wiring.Component):
         take = self.request_payload.valid & self.request_payload.ready
         byte = self.request_payload.payload
         left = Signal(16)  # payload bytes still to take
+        # whether ``left`` is 0 or 1, kept in registers beside it: the checks of a byte
+        # taken look at these, not at a 16-bit comparison (hdl/timing.py's reason)
+        none_left, one_left = Signal(), Signal()
+
+        def count_down():
+            m.d.sync += [left.eq(left - 1), none_left.eq(one_left), one_left.eq(left == 2)]
         addr_in = Signal(8 * 4)
         word_in = Signal(8 * ll.mem_bytes)
         desc_in = Signal(8 * ll.desc_bytes)
@@ -241,14 +248,15 @@ class RequestExecutor(wiring.Component):
             """Take the payload's next byte into the top of ``reg`` (a word's bytes)."""
             m.d.comb += self.request_payload.ready.eq(1)
             with m.If(take):
-                m.d.sync += [reg.eq(Cat(reg[8:], byte)), got.eq(got + 1), left.eq(left - 1)]
+                m.d.sync += [reg.eq(Cat(reg[8:], byte)), got.eq(got + 1)]
+                count_down()
 
         def drop_payload():
             """Take and drop what is left of the payload; True once it is all taken."""
-            m.d.comb += self.request_payload.ready.eq(left != 0)
+            m.d.comb += self.request_payload.ready.eq(~none_left)
             with m.If(take):
-                m.d.sync += left.eq(left - 1)
-            return (left == 0) | (take & (left == 1))
+                count_down()
+            return none_left | (take & one_left)
 
         # bytes out into the answer memory: a memory word or a status record through a
         # shift register emptied from the bottom, or the status block (below)
@@ -264,6 +272,8 @@ class RequestExecutor(wiring.Component):
         batch = Signal(range(ll.max_batch + 1))
         offered = Signal(range(ll.max_batch + 1))
         elapsed = Signal(COUNTER_BYTES * 8)
+        # a RUN's answer length, summed as its descriptors come (not a multiplier after)
+        run_length = Signal(16)
         have = Signal()  # a memory read's word waits on its stream
 
         def answer(kind, length=0, kept=True):
@@ -307,6 +317,12 @@ class RequestExecutor(wiring.Component):
                      status_in.w_en.eq(self.status.valid),
                      self.status.ready.eq(status_in.w_rdy)]
 
+        answer_bytes = stream.Signature(8).create(path=("answer_bytes",))
+        # a WRITE's or READ's words past the memory's end: its address and word count
+        # into a register, a cycle (a "_span" state) before it is looked at
+        past_end = Signal()
+        m.d.sync += past_end.eq(addr_in + words > ll.memory_words)
+
         length_ok = Signal()
         address_end = Signal(16)  # the value of ``left`` as the address's last byte comes
         # a WRITE's or READ's byte count in words, a RUN's in descriptors (a bit a cycle)
@@ -320,6 +336,7 @@ class RequestExecutor(wiring.Component):
                 with m.If(self.request.valid & ser_free):
                     p = self.request.payload
                     m.d.sync += [head.eq(p), send_seq.eq(p.seq), left.eq(p.length),
+                                 none_left.eq(p.length == 0), one_left.eq(p.length == 1),
                                  ans_addr.eq(0), got.eq(0), addr_in.eq(0),
                                  address_end.eq(p.length - (ADDRESS_BYTES - 1))]
                     with m.If(p.error != FrameError.NONE):
@@ -344,7 +361,7 @@ class RequestExecutor(wiring.Component):
                         m.next = "address"
                     with m.Case(Op.RUN):
                         m.d.comb += [per_desc.start.eq(1), per_desc.x.eq(n)]
-                        m.d.sync += index.eq(0)
+                        m.d.sync += [index.eq(0), run_length.eq(ll.block_bytes)]
                         m.next = "run_size"
                     with m.Case(Op.STATUS):
                         with m.If(n == 0):
@@ -381,17 +398,19 @@ class RequestExecutor(wiring.Component):
                 with m.Else():
                     m.d.comb += self.request_payload.ready.eq(1)
                     with m.If(take):
-                        m.d.sync += [addr_in.eq(Cat(addr_in[8:], byte)), left.eq(left - 1)]
+                        m.d.sync += addr_in.eq(Cat(addr_in[8:], byte))
+                        count_down()
                         with m.If(left == address_end):
                             with m.If(head.kind == Op.WRITE):
-                                m.next = "write_check"
+                                m.next = "write_span"
                             with m.Else():
                                 m.next = "count"
             with m.State("count"):  # a READ's byte count
                 m.d.comb += self.request_payload.ready.eq(1)
                 with m.If(take):
-                    m.d.sync += [count_in.eq(Cat(count_in[8:], byte)), left.eq(left - 1)]
-                    with m.If(left == 1):
+                    m.d.sync += count_in.eq(Cat(count_in[8:], byte))
+                    count_down()
+                    with m.If(one_left):
                         m.next = "read_check"
             with m.State("read_check"):
                 m.d.comb += [per_word.start.eq(1), per_word.x.eq(count_in)]
@@ -404,9 +423,11 @@ class RequestExecutor(wiring.Component):
                         answer(Status.BAD_LENGTH)
                         m.next = "send"
                     with m.Else():
-                        m.next = "read_range"
+                        m.next = "read_span"
+            with m.State("read_span"):  # the last of the words past the memory's end?
+                m.next = "read_range"
             with m.State("read_range"):
-                with m.If(addr_in + words > ll.memory_words):
+                with m.If(past_end):
                     answer(Status.BAD_ADDRESS)
                     m.next = "send"
                 with m.Else():
@@ -428,8 +449,10 @@ class RequestExecutor(wiring.Component):
                 with m.If(have & self.read.resp.valid):
                     m.d.sync += [have.eq(0), ser.eq(self.read.resp.payload),
                                  ser_left.eq(ll.mem_bytes)]
+            with m.State("write_span"):  # the last of the words past the memory's end?
+                m.next = "write_check"
             with m.State("write_check"):
-                with m.If(addr_in + words > ll.memory_words):
+                with m.If(past_end):
                     answer(Status.BAD_ADDRESS)
                     m.next = "drain"
                 with m.Else():
@@ -443,7 +466,7 @@ class RequestExecutor(wiring.Component):
                                  self.write.wr.payload.data.eq(word_in)]
                     with m.If(self.write.wr.ready):
                         m.d.sync += [got.eq(0), waddr.eq(waddr + 1)]
-                        with m.If(left == 0):
+                        with m.If(none_left):
                             answer(Status.OK)
                             m.next = "send"
                 with m.Else():
@@ -452,8 +475,9 @@ class RequestExecutor(wiring.Component):
                 m.d.comb += [dw_port.addr.eq(index), dw_port.data.eq(desc_in),
                              dw_port.en.eq(got == ll.desc_bytes)]
                 with m.If(got == ll.desc_bytes):
-                    m.d.sync += [got.eq(0), index.eq(index + 1)]
-                    with m.If(left == 0):
+                    m.d.sync += [got.eq(0), index.eq(index + 1),
+                                 run_length.eq(run_length + ll.status_bytes)]
+                    with m.If(none_left):
                         m.d.sync += [batch.eq(index + 1), index.eq(0), offered.eq(0),
                                      elapsed.eq(0), have.eq(0),
                                      ans_addr.eq(ll.block_bytes)]
@@ -482,7 +506,7 @@ class RequestExecutor(wiring.Component):
             with m.State("run_done"):
                 with m.If(ser_free):  # the last record written: the block goes first
                     write_block()
-                    answer(Status.OK, ll.block_bytes + batch * ll.status_bytes)
+                    answer(Status.OK, run_length)
                     m.next = "built"
             with m.State("built"):
                 with m.If(ser_free):
@@ -508,7 +532,7 @@ class RequestExecutor(wiring.Component):
                     with m.Else():
                         m.next = "send_payload"
             with m.State("send_payload"):
-                pay = self.answer_payload
+                pay = answer_bytes
                 advance = ~have | (pay.valid & pay.ready)
                 m.d.comb += [ar_port.addr.eq(ans_addr), ar_port.en.eq(advance),
                              pay.valid.eq(have), pay.payload.eq(ar_port.data)]
@@ -520,6 +544,11 @@ class RequestExecutor(wiring.Component):
                 # the byte in hand is the last once every address has been read
                 with m.If(pay.valid & pay.ready & (ans_addr == send_len)):
                     m.next = "idle"
+        # the answer's bytes leave its memory through a register (hdl/timing.py): the
+        # frame's CRC is computed from them. The last may still be there once the
+        # executor is idle; the frame transmitter is busy until it has sent it.
+        wiring.connect(m, output_register(m, "answer_byte", answer_bytes),
+                       wiring.flipped(self.answer_payload))
         m.d.comb += self.busy.eq(~fsm.ongoing("idle") | ~ser_free)
         return m
 

@@ -321,7 +321,7 @@ MUTANTS = [
            "the answer to a damaged request replaces the kept one"),
     Mutant("link-write-range", "hdl/host_link.py",
            "            with m.State(\"write_check\"):\n"
-           "                with m.If(addr_in + words > ll.memory_words):",
+           "                with m.If(past_end):",
            "            with m.State(\"write_check\"):\n                with m.If(0):",
            (f"{_BOARD}::test_the_board_refuses_what_it_cannot_do_and_does_none_of_it",),
            "a WRITE past the memory's end is carried out (wrapping to its start)"),

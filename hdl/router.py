@@ -18,7 +18,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from mixgcn.hdl.timing import output_register
+from mixgcn.hdl.timing import input_buffer, output_register
 
 __all__ = ["ExchangeRouter", "Route", "RouterError"]
 
@@ -55,8 +55,8 @@ class ExchangeRouter(wiring.Component):
 
     Rows leave an engine only when every destination its route names can take them
     (``ready`` is the AND of theirs). ``pipeline_depth`` rows wait in the pipeline FIFO,
-    and two more in the registers after it (three cycles of latency through all). With
-    ``loopback`` the last register's output feeds the exchange input inside the router;
+    and up to four more in the register and the small FIFO after it. With
+    ``loopback`` the small FIFO's output feeds the exchange input inside the router;
     otherwise both are ports (``xchg_o``, ``xchg_i``) for a fabric.
     """
 
@@ -123,11 +123,11 @@ class ExchangeRouter(wiring.Component):
                      into_pipe.payload.eq(Mux(sae_xchg, self.sae_out.payload,
                                               self.dce_out.payload))]
 
-        # the pipe's words leave its block RAM through two registers (hdl/timing.py):
-        # the first can sit beside the RAM's slow output, the second crosses the die to
-        # the consumers (one register did both: the `ecp5` chip's slowest path, step 20
-        # of docs/boards.md)
-        piped = output_register(m, "pipe_out", output_register(m, "pipe_ram", pipe.r_stream))
+        # the pipe's words leave its block RAM through a register that can sit beside
+        # the RAM's slow output, then a small FIFO whose `ready` comes from its own
+        # level (hdl/timing.py): neither the RAM's output nor the consumers' `ready`
+        # crosses the die in one cycle (steps 20 and 21 of docs/boards.md)
+        piped = input_buffer(m, "pipe_out", output_register(m, "pipe_ram", pipe.r_stream))
         if self.loopback:
             xchg = piped
         else:

@@ -23,7 +23,10 @@ output, which on an ECP5 comes 5.8 ns after the clock (yosys does not use the bl
 own output register): whatever the word then crosses must fit in what is left of
 the cycle. :func:`output_register` puts a register after such a stream. Where the
 consumers are far from the RAM, the trip across the die does not fit beside the
-RAM's 5.8 ns either: two registers in a row let the placer put the first by the RAM.
+RAM's 5.8 ns either: a second stage lets the placer put the register by the RAM. That
+stage is an :func:`input_buffer`, not another register: an output register passes
+``ready`` straight through, and two in a row make the consumers' ``ready`` cross the
+die back into the RAM's FIFO in one cycle.
 
 **Collision-free memories.** A read port of amaranth's returns the old word when a
 write to its address happens in the same cycle. An ECP5 block RAM does not promise
@@ -109,10 +112,11 @@ def relax_collisions(rtlil: str) -> tuple[str, int]:
 
 
 def input_buffer(m, name: str, port):
-    """``port`` (an input stream of the module being elaborated in ``m``) through a
-    FIFO: the stream it becomes. Three words, not two: amaranth's buffered FIFO of
-    depth 2 would keep one word in a memory of depth 1, whose Verilog has zero-width
-    addresses. A word a cycle passes at full rate."""
+    """``port`` (an input stream of the module being elaborated in ``m``, or a stream
+    driven inside it) through a FIFO: the stream it becomes, whose producer sees a
+    ``ready`` from the FIFO's level alone. Three words, not two: amaranth's buffered
+    FIFO of depth 2 would keep one word in a memory of depth 1, whose Verilog has
+    zero-width addresses. A word a cycle passes at full rate."""
     shape = port.payload.shape()
     m.submodules[f"{name}_buffer"] = fifo = SyncFIFOBuffered(
         width=Shape.cast(shape).width, depth=3)

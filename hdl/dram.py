@@ -149,11 +149,15 @@ class DRAMBridge(wiring.Component):
                 m.d.sync += older[i].eq(older[i] & ~taken)
             must_wait = older[i] if i >= n_read else older[i][n_read:]
             m.d.comb += blocked[i].eq(must_wait.any())
-        # the request served is registered (`chosen`) and enters the FIFOs a cycle
-        # later, so the choice ends at flip-flops. Whether the FIFOs have room is a
-        # register too, counted a cycle ahead as if a request went in that cycle (one
-        # place of each FIFO is not used)
+        # the request served is registered (`served`, one-hot) and enters the FIFOs a
+        # cycle later, its address and word selected then from its slot (which takes
+        # no new request in the cycle it is served, so it still holds them): the choice
+        # ends at flip-flops, and the selection starts at them. Whether the FIFOs have
+        # room is a register too, counted a cycle ahead as if a request went in that
+        # cycle (one place of each FIFO is not used)
+        served = Signal(n)
         chosen, chosen_read = Signal(), Signal()
+        m.d.comb += [chosen.eq(served.any()), chosen_read.eq(served[:n_read].any())]
         tags_room, words_room = Signal(), Signal()
         m.d.sync += [
             tags_room.eq(tags.w_level + (chosen & chosen_read) + 1 < self.outstanding),
@@ -174,18 +178,14 @@ class DRAMBridge(wiring.Component):
         m.d.comb += [go.eq(want.any() & cmd_free), taken.eq(Mux(go, onehot, 0))]
         with m.If(go):  # from now on, the channels above the one served come first
             m.d.sync += after.eq(Cat(*(onehot[:j].any() if j else 0 for j in range(n))))
-        to_read = Signal()
-        m.d.comb += to_read.eq(taken[:n_read].any())
-        grant = Signal(range(n))  # the channel served, as a number
-        for i in range(n):
-            with m.If(onehot[i]):
-                m.d.comb += grant.eq(i)
-        cmd, tag, word = Signal(cmd_layout), Signal.like(grant), Signal(self.mem_width)
-        m.d.sync += chosen.eq(go)
-        with m.If(go):
-            m.d.sync += [chosen_read.eq(to_read), cmd.we.eq(~to_read),
-                         cmd.addr.eq(_select(onehot, slot_addr)), tag.eq(grant),
-                         word.eq(Mux(onehot[n_read], slot_data[0], slot_data[-1]))]
+        m.d.sync += served.eq(taken)
+        tag = Signal(range(n_read))  # the read channel served, as a number
+        for i in range(n_read):
+            with m.If(served[i]):
+                m.d.comb += tag.eq(i)
+        cmd, word = Signal(cmd_layout), Signal(self.mem_width)
+        m.d.comb += [cmd.we.eq(~chosen_read), cmd.addr.eq(_select(served, slot_addr)),
+                     word.eq(Mux(served[n_read], slot_data[0], slot_data[-1]))]
         m.d.comb += [commands.w_en.eq(chosen), commands.w_data.eq(cmd),
                      tags.w_en.eq(chosen & chosen_read), tags.w_data.eq(tag),
                      wfifo.w_en.eq(chosen & ~chosen_read), wfifo.w_data.eq(word)]

@@ -156,8 +156,8 @@ class WeightStore(wiring.Component):
 class MACArray(wiring.Component):
     """The R × C MAC cells and the registers around them.
 
-    A word ``accept``-ed in cycle t (``a``: R values, of which lanes at or past ``k`` −
-    ``base`` are zeroed — past the reduction; ``b``: C values, used by ``XTG``; ``mask``:
+    A word ``accept``-ed in cycle t (``a``: R values, of which the lanes not in ``live``
+    are zeroed — past the reduction; ``b``: C values, used by ``XTG``; ``mask``:
     the row's ReLU' bits) enters s1 at t+1, s2 at t+2 and s3 at t+3 (s1 takes whatever is
     on ``a``, ``b`` and ``mask`` every cycle; only an accepted word's flags are valid).
     The weights read
@@ -199,7 +199,7 @@ class MACArray(wiring.Component):
             "b": In(data.ArrayLayout(signed(c.width), C)), "mask": In(C),
             "weights": In(data.ArrayLayout(data.ArrayLayout(signed(c.width), C), R)),
             "xtg": In(1), "clear": In(1), "mcols": In(range(C + 1)),
-            "base": In(range(c.max_k + R + 1)), "k": In(range(c.max_k + 1)),
+            "live": In(R), "k": In(range(c.max_k + 1)),
             "drain": In(1), "drain_row": In(range(R + 1)),
             "feed": Out(stream.Signature(in_layout, always_ready=True)), "empty": Out(1),
             "in_flight": Out(range(8 + (R - 1).bit_length())),
@@ -222,7 +222,7 @@ class MACArray(wiring.Component):
         # end of the engine's handshake logic, drives a few flag registers rather than
         # the clock enables of R + C words spread over the array (the `ecp5` chip's
         # slowest path at 91.63 MHz)
-        m.d.sync += [s1_a[r].eq(Mux(self.base + r < self.k, self.a[r], 0)) for r in range(R)]
+        m.d.sync += [s1_a[r].eq(Mux(self.live[r], self.a[r], 0)) for r in range(R)]
         m.d.sync += [s1_b.eq(self.b), s1_mask.eq(self.mask)]
         # a word's flags travel beside it: (valid, first, end, last, mask), one register
         # a cycle, from s1 to the cycle its column sums leave the tree
@@ -343,10 +343,18 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         # this word ends its row (base + R >= k), kept in a register: it steers every
         # handshake of the stream, so no adder may sit in front of it
         last_chunk = Signal()
+        # the rows of this chunk inside the reduction (base + r < k), a register beside
+        # `base` for the same reason: an adder and a comparison in front of the zeroing
+        # of s1's A words was the `ecp5` chip's slowest path (docs/boards.md, step 22)
+        live = Signal(R)
+
+        def rows_below(end):
+            """The rows r of a chunk starting at 0 with r < ``end``."""
+            return Cat(*(end > r for r in range(R)))
         need_mask = path.mask_en & last_chunk
         inputs_ok = a.valid & (~need_mask | mask.valid)
         self._datapath(m, path, store, array, a=a, b=b, mask=mask, op=op, k=k, mcols=mcols,
-                       base=base, chunk=chunk, drain_row=drain_row, last=one_left)
+                       live=live, chunk=chunk, drain_row=drain_row, last=one_left)
         want, moved, blocked = Signal(), Signal(), Signal()
         with m.FSM():
             with m.State("IDLE"):
@@ -358,7 +366,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                                  path.shift.eq(p.shift), path.relu.eq(p.relu),
                                  path.mask_en.eq(p.mask & (p.op != DCEOp.XTG)),
                                  base.eq(0), chunk.eq(0), drain_row.eq(0),
-                                 last_chunk.eq(p.k <= R)]
+                                 last_chunk.eq(p.k <= R), live.eq(rows_below(p.k))]
                     m.d.comb += [path.clear.eq(1), store.start.eq(1)]
                     with m.If(p.op == DCEOp.XTG):
                         m.d.comb += array.clear.eq(1)
@@ -378,6 +386,8 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                                  a.ready.eq(1), mask.ready.eq(need_mask)]
                     m.d.sync += [base.eq(Mux(last_chunk, 0, base + R)),
                                  last_chunk.eq(Mux(last_chunk, k <= R, base + 2 * R >= k)),
+                                 live.eq(Mux(last_chunk, rows_below(k),
+                                             Cat(*(base + R + r < k for r in range(R))))),
                                  chunk.eq(Mux(last_chunk, 0, chunk + 1)),
                                  rows_left.eq(rows_left - last_chunk)]
                     with m.If(last_chunk):
@@ -414,7 +424,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                      counters.blocked.eq(blocked), *counters.drive(self)]
         return m
 
-    def _datapath(self, m, path, store, array, *, a, b, mask, op, k, mcols, base, chunk,
+    def _datapath(self, m, path, store, array, *, a, b, mask, op, k, mcols, live, chunk,
                   drain_row, last):
         """The operands' way through the engine: B words into the weight store, chunk
         reads out of it, A words and masks into the array, its sums into the output
@@ -425,7 +435,7 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
             store.op.eq(self.cmd.payload.op), store.k.eq(self.cmd.payload.k),
             store.mcols.eq(self.cmd.payload.m), store.word.eq(b.payload),
             store.addr.eq(chunk), array.weights.eq(store.rows), array.xtg.eq(op == DCEOp.XTG),
-            array.mcols.eq(mcols), array.drain_row.eq(drain_row), array.base.eq(base),
+            array.mcols.eq(mcols), array.drain_row.eq(drain_row), array.live.eq(live),
             array.k.eq(k), array.last.eq(array.row_end & last),
             array.mask.eq(Mux(path.mask_en, mask.payload, 0)), array.a.eq(a.payload),
             array.b.eq(Cat(*(b.payload[x] for x in range(C)))),

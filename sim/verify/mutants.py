@@ -147,6 +147,11 @@ MUTANTS = [
            "sum(f[2] for f in flags)", "sum(f[2] for f in flags[:3])",
            (f"{_FORMAL}[dense_engine]",),
            "rows in the column-sum tree are not counted in flight: the credit overstates room"),
+    Mutant("dce-live-rows", "hdl/dce.py", "Cat(*(base + R + r < k for r in range(R)))",
+           "Cat(*(base + r < k for r in range(R)))",
+           (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
+           "the rows of the next chunk inside the reduction are reckoned from this chunk's "
+           "first index (a last chunk keeps rows past the reduction)"),
     Mutant("dce-one-left", "hdl/dce.py",
            "m.d.sync += [none_left.eq(one_left), one_left.eq(rows_left == 2)]",
            "m.d.sync += [none_left.eq(one_left), one_left.eq(rows_left == 1)]",

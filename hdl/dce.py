@@ -52,7 +52,7 @@ from mixgcn.hdl.output_stage import (
     engine_status_members,
     output_layout,
 )
-from mixgcn.hdl.timing import copy, input_buffer
+from mixgcn.hdl.timing import copy, input_buffer, output_register
 
 __all__ = ["DCELayouts", "DCEOp", "DenseCombinationEngine", "MACArray", "WeightStore"]
 
@@ -329,8 +329,15 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         m.submodules.array = array = self.array
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
         # each input enters through a FIFO, so its ready is a register's: the accept
-        # logic below does not reach back through the router into the memory readers
-        a, b, mask = (input_buffer(m, name, getattr(self, name)) for name in ("a", "b", "mask"))
+        # logic below does not reach back through the router into the memory readers.
+        # Then through a register, so that the words taken together (an A word with a B
+        # word or a mask) wait side by side: the accept logic sees their `valid`s from
+        # registers beside it, and each FIFO hears only whether its own word left. With
+        # the FIFOs' outputs seen directly, one FIFO's `valid` crossed the die to the
+        # accept logic and back into the other's level in one cycle (docs/boards.md,
+        # step 23).
+        a, b, mask = (output_register(m, name, input_buffer(m, name, getattr(self, name)))
+                      for name in ("a", "b", "mask"))
 
         op, rows_left, k = Signal(DCEOp), Signal(32), Signal(range(c.max_k + 1))
         # no row / one row left: registers beside the count, as they steer the operands'

@@ -67,7 +67,7 @@ class Latencies:
     loop_extra: int = 3
     # the dense engine: the first word after the issue; from the last row's
     # admission to the status record, beyond the credit loop
-    gemm_first: int = 3
+    gemm_first: int = 4
     gemm_done: int = 1
     # an XTG: from its last pair to the status record, beyond its k drained rows
     xtg_done: int = 20

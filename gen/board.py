@@ -207,20 +207,33 @@ def read_report(out: Path, board: Board) -> dict:
     }
 
 
-def _chip_clock(out: Path, fmax: dict) -> str | None:
+def _chip_clock(out: Path, fmax: dict, output: str = "CLKOP") -> str | None:
     """The key of ``fmax`` (nextpnr's clock nets) that is the chip's clock: on ECP5 the
     net of the PLL's output (nextpnr names a net by one of yosys's names for it,
-    ``$glbnet$`` in front when it is on a global network); without a PLL the one clock."""
+    ``$glbnet$`` in front when it is on a global network); without a PLL the one clock.
+    ``output="CLKOS"``: the PLL's second output's (the board DRAM's clock), if used."""
     try:
         netlist = json.loads((out / "top.json").read_text())["modules"]["top"]
     except (OSError, ValueError, KeyError):
         netlist = {}
     plls = [c for c in netlist.get("cells", {}).values() if c["type"] == "EHXPLLL"]
     if plls:
-        bits = plls[0]["connections"]["CLKOP"]
+        bits = plls[0]["connections"].get(output)
         names = {n for n, v in netlist["netnames"].items() if v["bits"] == bits}
         return next((k for k in fmax if k.removeprefix("$glbnet$") in names), None)
-    return next(iter(fmax), None) if len(fmax) == 1 else None
+    return next(iter(fmax), None) if len(fmax) == 1 and output == "CLKOP" else None
+
+
+def dram_fmax(out: Path) -> dict | None:
+    """nextpnr's achieved and target MHz of the board DRAM's clock (the PLL's second
+    output), if the design has one."""
+    fmax = json.loads((out / "top.report.json").read_text()).get("fmax", {})
+    key = _chip_clock(out, fmax, "CLKOS")
+    if key is None:
+        return None
+    achieved, target = fmax[key]["achieved"], fmax[key]["constraint"]
+    return {"fmax_mhz": round(achieved, 2), "target_mhz": round(target, 2),
+            "timing_met": bool(achieved >= target), "clock_net": key}
 
 
 def link_fmax(out: Path, domain: str) -> float | None:
@@ -459,7 +472,7 @@ def _scan_top(board: Board, platform, design, mhz: float | None, chips: int):
 def _linked_top(board: Board, platform, design, mhz: float | None):
     """``design`` (a :class:`~mixgcn.hdl.host_link.LinkedChip`) in a
     :class:`~mixgcn.hdl.board.LinkedBoardTop`, the board DRAM's controller (with its
-    PHY on the pins, for the chip's clock) added to the build as Verilog."""
+    PHY on the pins, on the part's own clock) added to the build as Verilog."""
     from mixgcn.gen.dram import DRAMError, dram_verilog
     from mixgcn.hdl.board import LinkedBoardTop
     from mixgcn.hdl.chip import ChipLayouts
@@ -469,11 +482,11 @@ def _linked_top(board: Board, platform, design, mhz: float | None):
         raise BoardError(f"{board.name}: the link top needs the board's DRAM and a PLL")
     try:
         text, addr_width = dram_verilog(part.name, ChipLayouts(design.config).mem_width,
-                                        clk_hz=mhz * 1e6, pins=True)
+                                        clk_hz=part.clock_mhz * 1e6, pins=True)
     except DRAMError as e:
         raise BoardError(str(e)) from None
     platform.add_file("mixgcn_dram.v", text)
-    return LinkedBoardTop(design, mhz=mhz, dram_addr_width=addr_width)
+    return LinkedBoardTop(design, mhz=mhz, dram_mhz=part.clock_mhz, dram_addr_width=addr_width)
 
 
 def board_plan(board: Board, design, *, mhz: float | None, chips: int,
@@ -533,6 +546,8 @@ def _build_one(board: Board, design, *, out: Path, label: str, mhz: float | None
                  if hasattr(top, "bridge") else {}),
               "relaxed_read_ports": top.relaxed_read_ports,
               "seconds_per_stage": seconds, "bitstream": str(bitstream)}
+    if (dram := dram_fmax(out)) is not None:  # the board DRAM's controller, its own clock
+        report["dram_clock"] = dram
     if top.peers:  # each incoming link's clock: its own domain, timed by nextpnr
         report["links"] = {str(q): {"clock_mhz": link_fmax(out, f"link{q}")}
                            for q in top.peers}

@@ -4,14 +4,20 @@
 :func:`dram_verilog` writes one Verilog module holding LiteDRAM's controller (bank
 machines, refresher, command multiplexer) and a crossbar with one native user port as
 wide as the chip's memory word (LiteDRAM converts it to the DRAM's width), on the
-PHY of a :class:`DRAMPart`: for simulation, LiteDRAM's own model of the DRAM
+PHY of a :class:`DRAMPart`. Two clocks: the controller and the PHY run on the DRAM's
+own (``sys_clk``, the part's :attr:`DRAMPart.clock_mhz`), the port on the chip's
+(``port_clk``), through LiteDRAM's clock-domain crossing (asynchronous FIFOs for
+commands, written words and read words). Why: LiteDRAM's command multiplexer takes
+10.6–11.4 ns on an ECP5 (docs/boards.md), so at the chip's 100 MHz the board top
+could not meet timing however the chip was built. For simulation, LiteDRAM's own model of the DRAM
 (``SDRAMPHYModel``: banks that open and close rows, refresh, the part's command
 timings at the given clock; ``check_timing=True`` adds LiteDRAM's checker, which
 prints every command that breaks the part's datasheet timings); for a board
 (``pins=True``), the PHY on the DRAM's pins (``GENSDRPHY`` for the ULX3S's SDRAM). An
 initialisation sequencer (:func:`init_steps`) drives the DRAM first.
 
-The module's ports: ``sys_clk``, ``sys_rst``, ``init_done``, the native port as
+The module's ports: ``sys_clk``, ``sys_rst`` (the DRAM's clock and its reset),
+``port_clk``, ``port_rst`` (the chip's), ``init_done`` (in the chip's clock), the native port as
 :class:`mixgcn.hdl.dram.NativePort` names them, flattened (``cmd_valid``,
 ``cmd_ready``, ``cmd_we``, ``cmd_addr``, ``wdata_valid``, ``wdata_ready``,
 ``wdata_data``, ``wdata_we``, ``rdata_valid``, ``rdata_ready``, ``rdata_data``), and
@@ -42,6 +48,9 @@ class DRAMPart:
     data_bits: int
     megabytes: int
     board: str
+    # the clock of its controller and PHY, on the board and in simulation (a PLL output
+    # beside the chip's): low enough for LiteDRAM's controller to meet timing
+    clock_mhz: float
     description: str = ""
 
     def words(self, mem_width: int) -> int:
@@ -55,8 +64,9 @@ class DRAMPart:
     def stretch(self, word_bits: int, channels: int) -> int:
         """How many times longer a batch may take than on the ideal memory (the budget
         a hang is declared past): every channel's word in turn, each as many beats as
-        it has and a row switch and refresh's worth beside, plus a read's latency."""
-        return channels * (-(-word_bits // self.data_bits) + 16) + 32
+        it has and a row switch and refresh's worth beside, plus a read's latency and
+        the clock crossing's — twice over, as the DRAM's clock may be half the chip's."""
+        return 2 * (channels * (-(-word_bits // self.data_bits) + 16) + 32)
 
     def to_dict(self) -> dict:
         return {"dram": self.name}
@@ -64,10 +74,10 @@ class DRAMPart:
 
 DRAM_PARTS = {p.name: p for p in (
     # ULX3S v3.0: 32 MB of SDR SDRAM, 16 data bits (an MT48LC16M16A2 or a compatible part)
-    DRAMPart("ulx3s-litedram", "MT48LC16M16", 16, 32, "ulx3s-85f",
+    DRAMPart("ulx3s-litedram", "MT48LC16M16", 16, 32, "ulx3s-85f", clock_mhz=80.0,
              description="ULX3S: 32 MB of 16-bit SDR SDRAM (MT48LC16M16 timings) behind "
-             "LiteDRAM's controller clocked with the chip, the DRAM played by LiteDRAM's "
-             "model of it (banks, rows, refresh)"),
+             "LiteDRAM's controller on its own 80 MHz clock (the chip's port crosses "
+             "into it), the DRAM played by LiteDRAM's model of it (banks, rows, refresh)"),
 )}
 
 
@@ -139,17 +149,20 @@ def _sdram_layout(part: DRAMPart) -> list[tuple[str, int]]:
             ("we_n", 1), ("dq", part.data_bits), ("dm", part.data_bits // 8)]
 
 
-def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
+def dram_verilog(part: str, mem_width: int, *, clk_hz: float | None = None,
                  check_timing: bool = False, name: str = "mixgcn_dram",
                  pins: bool = False, powerup_us: float = 200.0) -> tuple[str, int]:
     """The Verilog of module ``name`` (module docstring) and its port's address width
-    in words. ``pins``: on the board's PHY (``GENSDRPHY``), the SDRAM's pins as ports
-    ``sdram_*``; otherwise on LiteDRAM's model of the part. Either way an
-    initialisation sequencer (:func:`init_steps`, ``powerup_us``) drives the DFI first
-    and the port takes no command until it is done (``init_done``)."""
+    in words. ``clk_hz``: the DRAM's clock (``sys_clk``), by default the part's
+    :attr:`~DRAMPart.clock_mhz`. ``pins``: on the board's PHY (``GENSDRPHY``), the
+    SDRAM's pins as ports ``sdram_*``; otherwise on LiteDRAM's model of the part.
+    Either way an initialisation sequencer (:func:`init_steps`, ``powerup_us``) drives
+    the DFI first and the port takes no command until it is done (``init_done``)."""
     if part not in DRAM_PARTS:
         raise DRAMError(f"unknown DRAM {part!r}: expected one of {', '.join(DRAM_PARTS)}")
     p = DRAM_PARTS[part]
+    if clk_hz is None:
+        clk_hz = p.clock_mhz * 1e6
     if mem_width % p.data_bits or mem_width < p.data_bits:
         raise DRAMError(f"a {mem_width}-bit memory word is not a whole number of the "
                         f"{p.name}'s {p.data_bits}-bit beats")
@@ -164,6 +177,7 @@ def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
     from litedram.phy.model import SDRAMPHYModel
     from migen import Case, If, Module, Record, Replicate, Signal
     from migen.fhdl.verilog import convert
+    from migen.genlib.cdc import MultiReg
 
     module = getattr(litedram.modules, p.module)(clk_hz, "1:1")
     steps = init_steps(p, clk_hz, powerup_us)
@@ -218,10 +232,12 @@ def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
             self.submodules.core = core = LiteDRAMCore(phy, module.geom_settings,
                                                        module.timing_settings, clk_freq=clk_hz)
             self.submodules.init = init = InitSequencer(core.dfii)
-            port = core.crossbar.get_port(data_width=mem_width)
+            # the port in the chip's clock ("port"), LiteDRAM's crossing between
+            port = core.crossbar.get_port(data_width=mem_width, clock_domain="port")
             self.addr_width = len(port.cmd.addr)
+            # the end of the initialisation, into the chip's clock (it rises once)
             done = Signal(name_override="init_done")
-            self.comb += done.eq(init.done)
+            self.specials += MultiReg(init.done, done, odomain="port")
             self.ios.add(done)
             # named ports: migen would otherwise name them after their place inside
             for stream_name, stream in (("cmd", port.cmd), ("wdata", port.wdata),
@@ -236,7 +252,7 @@ def dram_verilog(part: str, mem_width: int, *, clk_hz: float = 100e6,
                     source = outer if into else inner
                     if stream_name == "cmd" and field in ("valid", "ready"):
                         # no command is taken before the DRAM is initialised
-                        source = source & init.done
+                        source = source & done
                     self.comb += inner.eq(source) if into else outer.eq(source)
                     self.ios.add(outer)
 

@@ -176,10 +176,11 @@ class SerialBridge(wiring.Component):
         return m
 
 
-def ecp5_pll(fin_mhz: float, fout_mhz: float) -> dict:
-    """Dividers of an ECP5 ``EHXPLLL`` (feedback from CLKOP) giving ``fout`` from
-    ``fin``: the PFD at 3.125–400 MHz, the VCO at 400–800 MHz (the datasheet's ranges);
-    the nearest output, which the caller checks."""
+def ecp5_pll(fin_mhz: float, fout_mhz: float, fsec_mhz: float | None = None) -> dict:
+    """Dividers of an ECP5 ``EHXPLLL`` (feedback from CLKOP) giving ``fout`` on CLKOP
+    from ``fin``, and ``fsec`` on CLKOS if asked: the PFD at 3.125–400 MHz, the VCO at
+    400–800 MHz (the datasheet's ranges); the nearest outputs (CLKOP's first), which
+    the caller checks (``fout_mhz``, ``fsec_mhz``)."""
     best = None
     for idiv in range(1, 129):
         pfd = fin_mhz / idiv
@@ -190,12 +191,17 @@ def ecp5_pll(fin_mhz: float, fout_mhz: float) -> dict:
         for fbdiv in range(1, 81):
             fout = pfd * fbdiv
             for odiv in range(1, 129):
-                if 400 <= fout * odiv <= 800:
-                    err = abs(fout - fout_mhz)
-                    if best is None or err < best[0]:
-                        best = (err, dict(CLKI_DIV=idiv, CLKFB_DIV=fbdiv, CLKOP_DIV=odiv,
-                                          fout_mhz=fout))
-                    break
+                vco = fout * odiv
+                if not 400 <= vco <= 800:
+                    continue
+                err = (abs(fout - fout_mhz), 0.0)
+                found = dict(CLKI_DIV=idiv, CLKFB_DIV=fbdiv, CLKOP_DIV=odiv, fout_mhz=fout)
+                if fsec_mhz is not None:
+                    sdiv = min(range(1, 129), key=lambda d: abs(vco / d - fsec_mhz))
+                    err = (err[0], abs(vco / sdiv - fsec_mhz))
+                    found.update(CLKOS_DIV=sdiv, fsec_mhz=vco / sdiv)
+                if best is None or err < best[0]:
+                    best = (err, found)
     if best is None:
         raise ValueError(f"no ECP5 PLL setting gives {fout_mhz} MHz from {fin_mhz} MHz")
     return best[1]
@@ -269,12 +275,15 @@ class LinkedBoardTop(Elaboratable):
     the board's SDRAM (``sdram``) behind LiteDRAM's controller and PHY
     (:func:`~mixgcn.hdl.dram.dram_controller` with the pins; the module ``mixgcn_dram``
     comes from :func:`mixgcn.gen.dram.dram_verilog` with ``pins=True``, added to the
-    build by the board flow), all in ``sync`` at ``mhz`` from the PLL (ECP5). The
-    SDRAM's clock is the chip's, forwarded inverted (through a DDR output), so the
-    part samples commands and data half a cycle after they leave their registers."""
+    build by the board flow). The chip is in ``sync`` at ``mhz``, the controller and
+    its PHY in ``dram`` at ``dram_mhz``, both from the PLL (ECP5). The SDRAM's clock is
+    the controller's, forwarded inverted (through a DDR output), so the part samples
+    commands and data half a cycle after they leave their registers."""
 
-    def __init__(self, design: wiring.Component, *, mhz: float, dram_addr_width: int):
-        self.design, self.mhz, self.dram_addr_width = design, mhz, dram_addr_width
+    def __init__(self, design: wiring.Component, *, mhz: float, dram_mhz: float,
+                 dram_addr_width: int):
+        self.design, self.mhz, self.dram_mhz = design, mhz, dram_mhz
+        self.dram_addr_width = dram_addr_width
         self.peers, self.pll = [], None
 
     def elaborate(self, platform):
@@ -282,7 +291,8 @@ class LinkedBoardTop(Elaboratable):
         from mixgcn.hdl.dram import DRAMBridge, dram_controller
 
         m = Module()
-        self.pll = ecp5_clock(m, platform, self.mhz)
+        dram_clk = Signal()
+        self.pll = ecp5_clock(m, platform, self.mhz, secondary=(self.dram_mhz, dram_clk))
         m.submodules.design = chip = self.design
         uart = platform.request("uart", 0, dir="-")
         m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
@@ -295,23 +305,34 @@ class LinkedBoardTop(Elaboratable):
                                                   self.dram_addr_width)
         wiring.connect(m, chip.memory, bridge.bus)
         sdram = platform.request("sdram", 0, dir="-")
-        m.submodules.sdram_clk = clk = io.DDRBuffer("o", sdram.clk, o_domain="sync")
+        dram_controller(m, bridge.dram, dram_clk, pads=sdram)
+        m.submodules.sdram_clk = clk = io.DDRBuffer("o", sdram.clk, o_domain="dram")
         m.d.comb += [clk.o[0].eq(0), clk.o[1].eq(1)]
-        m.submodules.dram = dram_controller(bridge.dram, pads=sdram)
         return m
 
 
-def ecp5_clock(m, platform, mhz: float) -> dict:
+def ecp5_clock(m, platform, mhz: float, secondary: tuple[float, Signal] | None = None) -> dict:
     """``sync`` at ``mhz`` from the board's clock through an EHXPLLL, held in reset
-    until the PLL locks; the PLL's dividers."""
+    until the PLL locks; ``secondary`` (MHz, a signal): that signal driven by the
+    PLL's second output at that rate (within 0.5 %, else a ``ValueError``), for a
+    domain of the caller's. The PLL's dividers."""
     m.submodules.clk_in = clk = io.Buffer("i", platform.request(platform.default_clk,
                                                                  dir="-"))
     fin = platform.default_clk_frequency / 1e6
-    pll = ecp5_pll(fin, mhz)
+    pll = ecp5_pll(fin, mhz, None if secondary is None else secondary[0])
     m.domains.sync = cd = ClockDomain("sync")
     locked = Signal()
-    # the output's coarse phase as the lattice tools set it: half the divider, less one
+    # an output's coarse phase as the lattice tools set it: half the divider, less one
     cphase = max(pll["CLKOP_DIV"] // 2 - 1, 0)
+    second = {}
+    if secondary is not None:
+        want, out = secondary
+        if abs(pll["fsec_mhz"] - want) > 0.005 * want:
+            raise ValueError(f"no ECP5 PLL setting gives {want} MHz beside {mhz} MHz from "
+                             f"{fin} MHz (nearest {pll['fsec_mhz']:.2f} MHz)")
+        second = dict(p_CLKOS_ENABLE="ENABLED", p_CLKOS_DIV=pll["CLKOS_DIV"],
+                      p_CLKOS_CPHASE=max(pll["CLKOS_DIV"] // 2 - 1, 0), p_CLKOS_FPHASE=0,
+                      i_ENCLKOS=0, o_CLKOS=out)
     m.submodules.pll = Instance(
         "EHXPLLL",
         p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
@@ -322,7 +343,7 @@ def ecp5_clock(m, platform, mhz: float) -> dict:
         i_CLKI=clk.i, i_CLKFB=ClockSignal("sync"), i_RST=0, i_STDBY=0,
         i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=0, i_PHASESTEP=0,
         i_PHASELOADREG=0, i_PLLWAKESYNC=0, i_ENCLKOP=0,
-        o_CLKOP=cd.clk, o_LOCK=locked)
+        o_CLKOP=cd.clk, o_LOCK=locked, **second)
     # reset until the PLL locks: two flip-flops on the PLL's clock (held from
     # configuration on), then a global buffer (DCCA), because the reset reaches
     # every register of the chip and on general routing it limits the clock

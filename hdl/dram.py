@@ -41,8 +41,20 @@ the DRAM (the device's ``capacity``).
 
 from __future__ import annotations
 
-from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Shape, Signal, unsigned
+from amaranth import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Instance,
+    Module,
+    Mux,
+    ResetSignal,
+    Shape,
+    Signal,
+    unsigned,
+)
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
@@ -223,17 +235,24 @@ SDRAM_PINS = {"a": "a", "ba": "ba", "cs": "cs_n", "we": "we_n", "ras": "ras_n",
               "cas": "cas_n", "clk_en": "cke", "dq": "dq", "dqm": "dm"}
 
 
-def dram_controller(port, init_done=None, pads=None) -> Instance:
-    """The generated controller (module ``mixgcn_dram``, :mod:`mixgcn.gen.dram`) on
-    ``port``, a bridge's :class:`NativePort`, in the domain ``sync``; ``init_done``
-    (a signal, optional): high once the DRAM is initialised (the port takes no command
-    before). ``pads``: the board's SDRAM resource (requested with ``dir="-"``), for a
-    controller generated with its PHY on the pins; they pass as they are (the module
-    drives the pins' levels: ``cs_n`` low selects)."""
+def dram_controller(m: Module, port, clk, init_done=None, pads=None) -> None:
+    """Into ``m``: the generated controller (module ``mixgcn_dram``,
+    :mod:`mixgcn.gen.dram`) on ``port``, a bridge's :class:`NativePort` in the domain
+    ``sync``, and the DRAM's own domain ``dram``, clocked by ``clk`` (the part's
+    :attr:`~mixgcn.gen.dram.DRAMPart.clock_mhz`), its reset that of ``sync`` (raised
+    with it, released on a ``dram`` edge). ``init_done`` (a signal, optional): high
+    once the DRAM is initialised (the port takes no command before). ``pads``: the
+    board's SDRAM resource (requested with ``dir="-"``), for a controller generated
+    with its PHY on the pins; they pass as they are (the module drives the pins'
+    levels: ``cs_n`` low selects)."""
+    m.domains.dram = cd = ClockDomain("dram")
+    m.d.comb += cd.clk.eq(clk)
+    m.submodules.dram_reset = ResetSynchronizer(ResetSignal("sync"), domain="dram")
     pins = {} if pads is None else {f"io_sdram_{ours}": getattr(pads, theirs).io
                                     for theirs, ours in SDRAM_PINS.items()}
-    return Instance(
-        "mixgcn_dram", i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
+    m.submodules.dram = Instance(
+        "mixgcn_dram", i_sys_clk=ClockSignal("dram"), i_sys_rst=ResetSignal("dram"),
+        i_port_clk=ClockSignal("sync"), i_port_rst=ResetSignal("sync"),
         o_init_done=Signal(name="dram_init_done") if init_done is None else init_done,
         i_cmd_valid=port.cmd.valid, o_cmd_ready=port.cmd.ready,
         i_cmd_we=port.cmd.payload.we, i_cmd_addr=port.cmd.payload.addr,

@@ -63,7 +63,8 @@ class BoardHarness(wiring.Component):
         super().__init__({
             "send_count": In(32), "send_start": In(1), "sent": Out(32),
             "received": Out(32), "quiet": Out(1), "line_cut": In(1),
-            **(model_ports(config.addr_width) if dram is None else {"dram_ready": Out(1)}),
+            **(model_ports(config.addr_width) if dram is None
+               else {"dram_ready": Out(1), "dram_clk": In(1)}),
         })
 
     def elaborate(self, platform):
@@ -93,7 +94,7 @@ class BoardHarness(wiring.Component):
             m.submodules.bridge = bridge = DRAMBridge(self.config.addr_width, mem_width,
                                                       self.dram.addr_width(mem_width))
             wiring.connect(m, board.memory, bridge.bus)
-            m.submodules.dram = dram_controller(bridge.dram, init_done=self.dram_ready)
+            dram_controller(m, bridge.dram, self.dram_clk, init_done=self.dram_ready)
         return m
 
 

@@ -13,7 +13,9 @@ the chip reads was written into the DRAM model by its controller.
 Ports beside :func:`~mixgcn.sim.chip.harness.harness_ports`: ``copy_in`` /
 ``copy_out`` (a cycle each: copy words ``dump_first``..``dump_last`` from staging to
 DRAM, or back), ``copy_busy``, ``dram_ready`` (the DRAM is initialised: after a
-reset, the controller takes no command before).
+reset, the controller takes no command before), ``dram_clk`` (the controller's
+clock, which the simulation's top toggles at the part's rate:
+:func:`~mixgcn.sim.chip.harness.clocked_top`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from mixgcn.hdl.memport import ReadChannel, WriteChannel
 
 __all__ = ["DRAM_PORTS", "WordCopier", "dram_memory"]
 
-DRAM_PORTS = {"copy_in": In(1), "copy_out": In(1), "copy_busy": Out(1), "dram_ready": Out(1)}
+DRAM_PORTS = {"copy_in": In(1), "copy_out": In(1), "copy_busy": Out(1), "dram_ready": Out(1),
+              "dram_clk": In(1)}
 
 
 class WordCopier(wiring.Component):
@@ -97,7 +100,7 @@ def dram_memory(m: Module, c: ChipConfig, bus, port, seed: int, dram_addr_width:
     for copier, name in ((into, "copy_in"), (back, "copy_out")):
         m.d.comb += [copier.start.eq(port(name)), copier.first.eq(port("dump_first")),
                      copier.last.eq(port("dump_last"))]
-    m.submodules.dram = dram_controller(bridge.dram, init_done=port("dram_ready"))
+    dram_controller(m, bridge.dram, port("dram_clk"), init_done=port("dram_ready"))
     # the staging memory: one read channel (copy_in's source), one write channel
     # (copy_out's destination), no stalls, no bandwidth limit
     src, dst = into.src, back.dst.wr

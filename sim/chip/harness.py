@@ -286,7 +286,11 @@ def clocked_top(harness, module: str = "chip_harness") -> str:
 
     Why: a clock driven from the testbench costs a simulator callback every half cycle,
     which the chip's simulation spent most of its time in; with the clock in Verilog a
-    batch of descriptors runs with no call out of the simulator until it ends."""
+    batch of descriptors runs with no call out of the simulator until it ends.
+
+    A harness on a DRAM (its ``dram`` a :class:`~mixgcn.gen.dram.DRAMPart`) has the
+    controller's clock as a port, ``dram_clk``: it toggles here too, at the part's
+    rate, out of step with the chip's as on a board."""
     from amaranth.lib.wiring import Flow
 
     from mixgcn.sim.build import CLOCK_PERIOD_NS
@@ -295,12 +299,21 @@ def clocked_top(harness, module: str = "chip_harness") -> str:
     lines = [f"module {TOP};", "  reg clk = 1'b0;", f"  always #{half:g} clk = ~clk;",
              "  reg rst = 1'b1;"]
     ports = ["    .clk(clk)", "    .rst(rst)"]
+    clocks = {}
+    dram = getattr(harness, "dram", None)
+    if dram is not None:
+        clocks["dram_clk"] = 500 / dram.clock_mhz  # half its period, in ns
     for name, member in harness.signature.members.items():
         width = Shape.cast(member.shape).width
         vector = f"[{width - 1}:0] " if width > 1 else ""
         kind = "reg" if member.flow == Flow.In else "wire"
-        lines.append(f"  {kind} {vector}{name};")
+        if name in clocks:
+            lines += [f"  reg {name} = 1'b0;", f"  always #{clocks.pop(name):g} {name} = ~{name};"]
+        else:
+            lines.append(f"  {kind} {vector}{name};")
         ports.append(f"    .{name}({name})")
+    if clocks:
+        raise ValueError(f"the harness has no port for its clock(s) {', '.join(clocks)}")
     lines += [f"  {module} harness (", ",\n".join(ports), "  );", "endmodule", ""]
     return "\n".join(lines)
 

@@ -33,6 +33,7 @@ from mixgcn.hdl.memport import READ_CHANNELS, WRITE_CHANNELS
 TOP = "dram_tb"
 PART, MW, AW = "ulx3s-litedram", 64, 24  # the chip addresses more words than the DRAM
 OUTSTANDING = 3
+CHIP_NS = 10  # the chip's clock; the DRAM's is the part's own
 
 
 class BridgeOnDRAM(wiring.Component):
@@ -40,7 +41,8 @@ class BridgeOnDRAM(wiring.Component):
 
     def __init__(self, dram_addr_width: int):
         self.dram_addr_width = dram_addr_width
-        ports = {"words_read": Out(48), "words_written": Out(48), "dram_ready": Out(1)}
+        ports = {"words_read": Out(48), "words_written": Out(48), "dram_ready": Out(1),
+                 "dram_clk": In(1)}
         for n in READ_CHANNELS:  # flat ports: a read's `resp` has no `ready` to expose
             ports.update({f"{n}_req_valid": In(1), f"{n}_req_ready": Out(1),
                           f"{n}_req_addr": In(AW), f"{n}_resp_valid": Out(1),
@@ -71,7 +73,7 @@ class BridgeOnDRAM(wiring.Component):
                          getattr(self, f"{n}_wr_ready").eq(wr.ready)]
         m.d.comb += [self.words_read.eq(bridge.words_read),
                      self.words_written.eq(bridge.words_written)]
-        m.submodules.dram = dram_controller(bridge.dram, init_done=self.dram_ready)
+        dram_controller(m, bridge.dram, self.dram_clk, init_done=self.dram_ready)
         return m
 
 
@@ -96,7 +98,10 @@ async def random_traffic(dut):
 
     rng = random.Random(int(os.environ.get("MIXGCN_SEED", "7")))
     words = DRAM_PARTS[PART].words(MW)
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    part = DRAM_PARTS[PART]
+    dram_ns = 1000 / part.clock_mhz
+    cocotb.start_soon(Clock(dut.clk, CHIP_NS, unit="ns").start())
+    cocotb.start_soon(Clock(dut.dram_clk, dram_ns, unit="ns").start())
     for n in READ_CHANNELS:
         _sig(dut, n, "req", "valid").value = 0
     for n in WRITE_CHANNELS:
@@ -111,8 +116,8 @@ async def random_traffic(dut):
     # the initialisation: a write offered all through it is taken four times (into
     # its channel's slot, then on into the bridge's three-command FIFO), and no more
     # until the controller takes the first, after it
-    steps = init_steps(DRAM_PARTS[PART], 100e6)
-    init_cycles = sum(step["wait"] + 1 for step in steps)
+    steps = init_steps(part, part.clock_mhz * 1e6)  # in the DRAM's cycles
+    init_ns = sum(step["wait"] + 1 for step in steps) * dram_ns
     dut.rst.value = 1
     await ClockCycles(dut.clk, 5)
     first = WRITE_CHANNELS[0]
@@ -128,9 +133,10 @@ async def random_traffic(dut):
         taken += int(_sig(dut, first, "wr", "ready").value)
         await RisingEdge(dut.clk)
         cycles += 1
-        assert cycles < 2 * init_cycles, "the DRAM's initialisation never ended"
+        assert cycles * CHIP_NS < 2 * init_ns, "the DRAM's initialisation never ended"
     assert taken == 4, f"{taken} writes taken while the DRAM was being initialised"
-    assert cycles >= steps[0]["wait"], f"initialised in {cycles} cycles, before power-up"
+    assert cycles * CHIP_NS >= steps[0]["wait"] * dram_ns, \
+        f"initialised in {cycles} cycles, before power-up"
     await RisingEdge(dut.clk)
     _sig(dut, first, "wr", "valid").value = 0
     await ClockCycles(dut.clk, 20)

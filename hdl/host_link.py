@@ -243,12 +243,21 @@ class RequestExecutor(wiring.Component):
         desc_in = Signal(8 * ll.desc_bytes)
         count_in = Signal(16)
         got = Signal(range(max(ll.mem_bytes, ll.desc_bytes) + 1))  # bytes of this word
+        # a whole memory word / descriptor gathered (got == its bytes): registers beside
+        # the count, as they steer the gathering registers' loads (a comparison in front
+        # of them was the link top's slowest path)
+        word_full, desc_full = Signal(), Signal()
+
+        def set_got(value):
+            m.d.sync += [got.eq(value), word_full.eq(value == ll.mem_bytes),
+                         desc_full.eq(value == ll.desc_bytes)]
 
         def take_into(reg):
             """Take the payload's next byte into the top of ``reg`` (a word's bytes)."""
             m.d.comb += self.request_payload.ready.eq(1)
             with m.If(take):
-                m.d.sync += [reg.eq(Cat(reg[8:], byte)), got.eq(got + 1)]
+                m.d.sync += reg.eq(Cat(reg[8:], byte))
+                set_got(got + 1)
                 count_down()
 
         def drop_payload():
@@ -262,9 +271,11 @@ class RequestExecutor(wiring.Component):
         # shift register emptied from the bottom, or the status block (below)
         ser_width = 8 * max(ll.mem_bytes, ll.status_bytes)
         ser, ser_left = Signal(ser_width), Signal(range(ser_width // 8 + 1))
+        ser_empty = Signal(init=1)  # ser_left == 0, a register: it steers the loads below
         ans_addr = Signal(range(MAX_PAYLOAD + 1))
-        with m.If(ser_left != 0):
-            m.d.sync += [ser.eq(ser >> 8), ser_left.eq(ser_left - 1), ans_addr.eq(ans_addr + 1)]
+        with m.If(~ser_empty):
+            m.d.sync += [ser.eq(ser >> 8), ser_left.eq(ser_left - 1), ans_addr.eq(ans_addr + 1),
+                         ser_empty.eq(ser_left == 1)]
 
         waddr = Signal(aw + 1)  # this request's next memory word (WRITE, READ)
         words = Signal(16)  # words still to write or read
@@ -305,8 +316,8 @@ class RequestExecutor(wiring.Component):
         m.d.comb += [aw_port.addr.eq(ans_addr),
                      aw_port.data.eq(Mux(block_writing, snapshot.word_select(block_at, 8),
                                          ser[:8])),
-                     aw_port.en.eq((ser_left != 0) | block_writing)]
-        ser_free = (ser_left == 0) & ~block_writing
+                     aw_port.en.eq(~ser_empty | block_writing)]
+        ser_free = ser_empty & ~block_writing
 
         # the chip's status records through a register pair: the records' valid from
         # the chip's controller reaches the answer's shift register (a record's flip-
@@ -316,6 +327,21 @@ class RequestExecutor(wiring.Component):
         m.d.comb += [status_in.w_data.eq(self.status.payload.as_value()),
                      status_in.w_en.eq(self.status.valid),
                      self.status.ready.eq(status_in.w_rdy)]
+
+        # the shift register's two loads (a memory word in "read", a status record in
+        # "run"), chosen from registers: flags beside the FSM's state, as every bit of
+        # the register chooses among its sources (from the state's decoding through the
+        # choice into all its bits was the link top's slowest path, docs/boards.md)
+        reading, running = Signal(), Signal()
+        load_word = reading & have & self.read.resp.valid
+        load_record = running & status_in.r_rdy & ser_free
+        m.d.comb += status_in.r_en.eq(running & ser_free)
+        with m.If(load_word):
+            m.d.sync += [ser.eq(self.read.resp.payload), ser_left.eq(ll.mem_bytes),
+                         ser_empty.eq(0)]
+        with m.If(load_record):
+            m.d.sync += [ser.eq(status_in.r_data), ser_left.eq(ll.status_bytes),
+                         ser_empty.eq(0)]
 
         answer_bytes = stream.Signature(8).create(path=("answer_bytes",))
         # a WRITE's or READ's words past the memory's end: its address and word count
@@ -337,8 +363,9 @@ class RequestExecutor(wiring.Component):
                     p = self.request.payload
                     m.d.sync += [head.eq(p), send_seq.eq(p.seq), left.eq(p.length),
                                  none_left.eq(p.length == 0), one_left.eq(p.length == 1),
-                                 ans_addr.eq(0), got.eq(0), addr_in.eq(0),
+                                 ans_addr.eq(0), addr_in.eq(0),
                                  address_end.eq(p.length - (ADDRESS_BYTES - 1))]
+                    set_got(0)
                     with m.If(p.error != FrameError.NONE):
                         answer(Status.BAD_CHECKSUM, kept=False)
                         m.next = "send"  # a damaged frame brings no payload
@@ -431,7 +458,7 @@ class RequestExecutor(wiring.Component):
                     answer(Status.BAD_ADDRESS)
                     m.next = "send"
                 with m.Else():
-                    m.d.sync += [waddr.eq(addr_in), have.eq(0)]
+                    m.d.sync += [waddr.eq(addr_in), have.eq(0), reading.eq(1)]
                     answer(Status.OK, count_in)
                     m.next = "read"
             with m.State("read"):
@@ -439,6 +466,7 @@ class RequestExecutor(wiring.Component):
                 m.d.comb += self.owner.eq(1)
                 with m.If(~have & ser_free):
                     with m.If(words == 0):
+                        m.d.sync += reading.eq(0)
                         m.next = "built"
                     with m.Else():
                         m.d.comb += [self.read.req.valid.eq(1),
@@ -446,9 +474,8 @@ class RequestExecutor(wiring.Component):
                         with m.If(self.read.req.ready):
                             m.d.sync += [have.eq(1), waddr.eq(waddr + 1),
                                          words.eq(words - 1)]
-                with m.If(have & self.read.resp.valid):
-                    m.d.sync += [have.eq(0), ser.eq(self.read.resp.payload),
-                                 ser_left.eq(ll.mem_bytes)]
+                with m.If(load_word):
+                    m.d.sync += have.eq(0)
             with m.State("write_span"):  # the last of the words past the memory's end?
                 m.next = "write_check"
             with m.State("write_check"):
@@ -460,12 +487,13 @@ class RequestExecutor(wiring.Component):
                     m.next = "write"
             with m.State("write"):
                 m.d.comb += self.owner.eq(1)
-                with m.If(got == ll.mem_bytes):
+                with m.If(word_full):
                     m.d.comb += [self.write.wr.valid.eq(1),
                                  self.write.wr.payload.addr.eq(waddr),
                                  self.write.wr.payload.data.eq(word_in)]
                     with m.If(self.write.wr.ready):
-                        m.d.sync += [got.eq(0), waddr.eq(waddr + 1)]
+                        m.d.sync += waddr.eq(waddr + 1)
+                        set_got(0)
                         with m.If(none_left):
                             answer(Status.OK)
                             m.next = "send"
@@ -473,13 +501,14 @@ class RequestExecutor(wiring.Component):
                     take_into(word_in)
             with m.State("gather"):  # a RUN's descriptors into the descriptor memory
                 m.d.comb += [dw_port.addr.eq(index), dw_port.data.eq(desc_in),
-                             dw_port.en.eq(got == ll.desc_bytes)]
-                with m.If(got == ll.desc_bytes):
-                    m.d.sync += [got.eq(0), index.eq(index + 1),
+                             dw_port.en.eq(desc_full)]
+                with m.If(desc_full):
+                    set_got(0)
+                    m.d.sync += [index.eq(index + 1),
                                  run_length.eq(run_length + ll.status_bytes)]
                     with m.If(none_left):
                         m.d.sync += [batch.eq(index + 1), index.eq(0), offered.eq(0),
-                                     elapsed.eq(0), have.eq(0),
+                                     elapsed.eq(0), have.eq(0), running.eq(1),
                                      ans_addr.eq(ll.block_bytes)]
                         m.next = "run"
                 with m.Else():
@@ -497,11 +526,10 @@ class RequestExecutor(wiring.Component):
                     with m.Else():
                         m.d.sync += have.eq(0)
                 m.d.sync += elapsed.eq(elapsed + 1)
-                m.d.comb += status_in.r_en.eq(ser_free)
-                with m.If(status_in.r_rdy & ser_free):
-                    m.d.sync += [ser.eq(status_in.r_data),
-                                 ser_left.eq(ll.status_bytes), index.eq(index + 1)]
+                with m.If(load_record):
+                    m.d.sync += index.eq(index + 1)
                     with m.If(index + 1 == batch):
+                        m.d.sync += running.eq(0)
                         m.next = "run_done"
             with m.State("run_done"):
                 with m.If(ser_free):  # the last record written: the block goes first

@@ -335,6 +335,11 @@ MUTANTS = [
            (f"{_UNITS}::test_status_block_is_one_cycles_values",),
            "the status block's bytes come from the cycles they are written in, not from "
            "one cycle (a counter torn across a carry)"),
+    Mutant("link-ser-empty", "hdl/host_link.py", "ser_empty.eq(ser_left == 1)",
+           "ser_empty.eq(ser_left == 2)",
+           (f"{_BOARD}::test_words_written_are_read_back_under_memory_stalls",),
+           "the answer's shift register counts itself empty a byte early (each word's or "
+           "record's last byte is never written)"),
 ]
 
 

@@ -170,6 +170,24 @@ def test_ecp5_pll_settings_are_in_range(fin, fout):
     assert 400 <= p["fout_mhz"] * p["CLKOP_DIV"] <= 800
 
 
+@pytest.mark.parametrize("fin, fout, fsec", [(25, 100, 80), (25, 100, 50), (25, 125, 62.5)])
+def test_ecp5_pll_second_output_beside_the_first(fin, fout, fsec):
+    p = ecp5_pll(fin, fout, fsec)
+    assert p["fout_mhz"] == pytest.approx(fout) and p["fsec_mhz"] == pytest.approx(fsec)
+    vco = p["fout_mhz"] * p["CLKOP_DIV"]
+    assert 400 <= vco <= 800 and vco / p["CLKOS_DIV"] == pytest.approx(fsec)
+
+
+def test_a_second_clock_the_pll_cannot_make_is_refused_naming_it():
+    from amaranth import Module, Signal
+
+    from mixgcn.hdl.board import ecp5_clock
+
+    platform = board_flow._platform(BOARDS["ulx3s-85f"])
+    with pytest.raises(ValueError, match="no ECP5 PLL setting gives 77 MHz beside 100"):
+        ecp5_clock(Module(), platform, 100, secondary=(77, Signal()))
+
+
 def test_every_board_names_a_platform():
     for b in BOARDS.values():
         assert board_flow._platform(b).device in b.device
@@ -401,3 +419,6 @@ def test_the_link_top_puts_the_chip_on_the_uart_and_the_sdram():
         assert re.search(rf'LOCATE COMP "{re.escape(port)}[^"]*" SITE "{site}"', lpf), port
     assert "scan" not in lpf
     assert not hasattr(top, "bridge") and top.pll["fout_mhz"] == 100.0
+    # the DRAM's controller on the PLL's second output, at the part's own clock
+    assert top.pll["fsec_mhz"] == pytest.approx(80.0)
+    assert "CLKOS_DIV" in plan.files["top.il"] or "CLKOS" in plan.files["top.il"]

@@ -193,9 +193,10 @@ class Chip(wiring.Component):
 
         # progress and statistics for the controller's status records
         m.d.comb += [ctrl.load.row.eq(sae.x.valid & sae.x.ready),
-                     # an SPMM's row leaves the SAE, or (`keep`) goes into its partial sums
-                     ctrl.sae.row.eq((sae.out.valid & sae.out.ready) | sae.kept),
-                     ctrl.dce.row.eq(dce.out.valid & dce.out.ready)]
+                     # an SPMM's row leaves the router for its destinations, or (`keep`)
+                     # goes into the SAE's partial sums
+                     ctrl.sae.row.eq(router.sae_routed | sae.kept),
+                     ctrl.dce.row.eq(router.dce_routed)]
         for report, engine in ((ctrl.sae, sae), (ctrl.dce, dce)):
             m.d.comb += [report.max_abs.eq(engine.max_abs),
                          report.saturated.eq(engine.saturated)]

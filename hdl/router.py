@@ -50,12 +50,15 @@ class ExchangeRouter(wiring.Component):
     Contract: at any time at most one engine produces into the exchange and at most one
     engine input consumes from it (the driver keeps to it). A broken contract sets
     ``error`` (sticky until reset) and never loses or duplicates a row: with two
-    producers the SAE's rows go first and the DCE waits (its rows stay in its output
-    FIFO); with two consumers the SAE's buffer is fed and the DCE sees no rows.
+    producers the SAE's rows go first and the DCE waits (its rows stay in its input
+    FIFO here); with two consumers the SAE's buffer is fed and the DCE sees no rows.
 
-    Rows leave an engine only when every destination its route names can take them
-    (``ready`` is the AND of theirs). ``pipeline_depth`` rows wait in the pipeline FIFO,
-    and up to four more in the register and the small FIFO after it. With
+    Each engine's rows enter through a three-row FIFO, and leave it only when every
+    destination its route names can take them (``ready`` is the AND of theirs);
+    ``sae_routed`` / ``dce_routed`` are high in the cycle one does (a row counts as
+    done there, not as it leaves the engine: the FIFO's rows have no route yet).
+    ``pipeline_depth`` rows wait in the pipeline FIFO, and up to four more in the
+    register and the small FIFO after it. With
     ``loopback`` the small FIFO's output feeds the exchange input inside the router;
     otherwise both are ports (``xchg_o``, ``xchg_i``) for a fabric.
     """
@@ -74,6 +77,7 @@ class ExchangeRouter(wiring.Component):
             "sae_x": Out(stream.Signature(x_layout)),
             "dce_a": Out(stream.Signature(a_layout)),
             "error": Out(RouterError),
+            "sae_routed": Out(1), "dce_routed": Out(1),
         }
         if not loopback:
             members["xchg_o"] = Out(stream.Signature(row_layout))
@@ -97,11 +101,18 @@ class ExchangeRouter(wiring.Component):
         # has it (a branch's valid is never withdrawn before its ready).
         sae_xchg = route.sae_to_xchg
         dce_xchg = route.dce_to_xchg & ~route.sae_to_xchg
+        # each engine's rows enter through a small FIFO whose `ready` comes from its own
+        # level (hdl/timing.py): the fork's decision, which looks at the pipe's room,
+        # stays here and does not cross the die into the engine's output FIFO (the
+        # pipe's level to the DCE's output FIFO's level was the `ecp5` chip's slowest
+        # path, docs/boards.md, step 24)
+        sae_out = input_buffer(m, "sae_out", self.sae_out)
+        dce_out = input_buffer(m, "dce_out", self.dce_out)
         to_pipe = []
         for engine, out, mem, to_mem, wants, has in (
-                ("sae", self.sae_out, self.sae_mem, route.sae_to_mem, route.sae_to_xchg,
+                ("sae", sae_out, self.sae_mem, route.sae_to_mem, route.sae_to_xchg,
                  sae_xchg),
-                ("dce", self.dce_out, self.dce_mem, route.dce_to_mem, route.dce_to_xchg,
+                ("dce", dce_out, self.dce_mem, route.dce_to_mem, route.dce_to_xchg,
                  dce_xchg)):
             mem_taken, pipe_taken = self.taken[engine]
             live = out.valid & ~(wants & ~has)
@@ -113,6 +124,7 @@ class ExchangeRouter(wiring.Component):
             # into the FIFO was the `ecp5` chip's slowest (docs/boards.md, step 19)
             m.d.comb += [mem.valid.eq(live & to_mem & ~mem_taken), mem.payload.eq(out.payload),
                          out.ready.eq(~(wants & ~has) & (to_mem | has) & mem_done & pipe_done)]
+            m.d.comb += getattr(self, f"{engine}_routed").eq(out.valid & out.ready)
             with m.If(out.valid & out.ready):
                 m.d.sync += [mem_taken.eq(0), pipe_taken.eq(0)]
             with m.Else():
@@ -120,8 +132,7 @@ class ExchangeRouter(wiring.Component):
                              pipe_taken.eq(pipe_taken | (pipe_valid & into_pipe.ready))]
             to_pipe.append(pipe_valid)
         m.d.comb += [into_pipe.valid.eq(Mux(sae_xchg, to_pipe[0], to_pipe[1])),
-                     into_pipe.payload.eq(Mux(sae_xchg, self.sae_out.payload,
-                                              self.dce_out.payload))]
+                     into_pipe.payload.eq(Mux(sae_xchg, sae_out.payload, dce_out.payload))]
 
         # the pipe's words leave its block RAM through a register that can sit beside
         # the RAM's slow output, then a small FIFO whose `ready` comes from its own

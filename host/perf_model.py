@@ -61,18 +61,18 @@ class Latencies:
     gather: int = 2
     # an SPMM's first beat after its issue, and from its last beat to its status record
     spmm_first: int = 3
-    spmm_done: int = 14
+    spmm_done: int = 16
     # a row's credit loop (from its admission to leaving the output FIFO) beyond the
     # engine's and the output stage's pipelines
     loop_extra: int = 3
     # the dense engine: the first word after the issue; from the last row's
     # admission to the status record, beyond the credit loop
     gemm_first: int = 4
-    gemm_done: int = 1
+    gemm_done: int = 3
     # an XTG: from its last pair to the status record, beyond its k drained rows
-    xtg_done: int = 20
+    xtg_done: int = 22
     # an exchanged row: from leaving one engine to entering the other
-    xchg: int = 2
+    xchg: int = 4
     # from the last descriptor's completion to the batch's end as the device counts it
     # (its status record, the controller going idle)
     batch_end: int = 11

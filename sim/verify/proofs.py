@@ -113,13 +113,15 @@ def _router(m, first, **kwargs):
 
 def pipeline_fifo(m, first):
     """The exchange path through the pipeline FIFO: each row an engine routes to the
-    exchange enters the FIFO once; rows in = rows out to the engine inputs + rows held
-    (none lost or duplicated); the engine inputs it feeds obey the stream rules."""
+    exchange (as it leaves the router's input FIFO, ``routed``) enters the FIFO once;
+    rows in = rows out to the engine inputs + rows held (none lost or duplicated); the
+    engine inputs it feeds obey the stream rules."""
     r = _router(m, first)
     into = r.pipe.w_stream
-    for engine, out, has in (("sae", r.sae_out, r.route.sae_to_xchg),
-                             ("dce", r.dce_out, r.route.dce_to_xchg & ~r.route.sae_to_xchg)):
-        ahead = (_count(m, _fire(into) & has) - _count(m, _fire(out) & has))[:6]
+    for engine, routed, has in (("sae", r.sae_routed, r.route.sae_to_xchg),
+                                ("dce", r.dce_routed,
+                                 r.route.dce_to_xchg & ~r.route.sae_to_xchg)):
+        ahead = (_count(m, _fire(into) & has) - _count(m, routed & has))[:6]
         _, pipe_taken = r.taken[engine]
         m.d.comb += Assert(~has | (ahead == pipe_taken), f"{engine}_rows_into_exchange_once")
     taken = r.pipe.r_stream
@@ -133,19 +135,19 @@ def pipeline_fifo(m, first):
 def exchange_router(m, first):
     """The exchange router with any routes that do not change under it: every stream it
     drives obeys the stream rules when the ones it takes do; an engine's rows reach
-    memory once each (none lost or duplicated by the fork), and with two producers the
-    DCE is held whole."""
+    memory once each as they leave the router's input FIFO (none lost or duplicated by
+    the fork), and with two producers none of the DCE's is routed."""
     r = _router(m, first)
     for name in ("sae_mem", "dce_mem", "sae_x", "dce_a"):
         stream_rules(m, getattr(r, name), first, Assert, name)
-    for engine, out, mem, to_mem in (("sae", r.sae_out, r.sae_mem, r.route.sae_to_mem),
-                                     ("dce", r.dce_out, r.dce_mem, r.route.dce_to_mem)):
-        ahead = (_count(m, _fire(mem)) - _count(m, _fire(out)))[:6]
+    for engine, routed, mem, to_mem in (("sae", r.sae_routed, r.sae_mem, r.route.sae_to_mem),
+                                        ("dce", r.dce_routed, r.dce_mem, r.route.dce_to_mem)):
+        ahead = (_count(m, _fire(mem)) - _count(m, routed))[:6]
         mem_taken, _ = r.taken[engine]
         # memory is one row ahead exactly while the fork holds a row it has given it
         m.d.comb += Assert(~to_mem | (ahead == mem_taken), "each_row_to_memory_once")
     both = r.route.sae_to_xchg & r.route.dce_to_xchg
-    m.d.comb += Assert(~both | ~r.dce_out.ready, "second_producer_held")
+    m.d.comb += Assert(~both | ~r.dce_routed, "second_producer_held")
     m.d.comb += Assert(first | past(m, first) | ~past(m, both) | r.error.producers,
                        "error_raised")
     return free_inputs(r)

@@ -316,16 +316,10 @@ def ecp5_clock(m, platform, mhz: float, secondary: tuple[float, Signal] | None =
     until the PLL locks; ``secondary`` (MHz, a signal): that signal driven by the
     PLL's second output at that rate (within 0.5 %, else a ``ValueError``), for a
     domain of the caller's. The PLL's dividers."""
-    m.submodules.clk_in = clk = io.Buffer("i", platform.request(platform.default_clk,
-                                                                 dir="-"))
     fin = platform.default_clk_frequency / 1e6
     pll = ecp5_pll(fin, mhz, None if secondary is None else secondary[0])
-    m.domains.sync = cd = ClockDomain("sync")
-    locked = Signal()
-    # an output's coarse phase as the lattice tools set it: half the divider, less one
-    cphase = max(pll["CLKOP_DIV"] // 2 - 1, 0)
     second = {}
-    if secondary is not None:
+    if secondary is not None:  # refused before anything is built
         want, out = secondary
         if abs(pll["fsec_mhz"] - want) > 0.005 * want:
             raise ValueError(f"no ECP5 PLL setting gives {want} MHz beside {mhz} MHz from "
@@ -333,6 +327,12 @@ def ecp5_clock(m, platform, mhz: float, secondary: tuple[float, Signal] | None =
         second = dict(p_CLKOS_ENABLE="ENABLED", p_CLKOS_DIV=pll["CLKOS_DIV"],
                       p_CLKOS_CPHASE=max(pll["CLKOS_DIV"] // 2 - 1, 0), p_CLKOS_FPHASE=0,
                       i_ENCLKOS=0, o_CLKOS=out)
+    m.submodules.clk_in = clk = io.Buffer("i", platform.request(platform.default_clk,
+                                                                 dir="-"))
+    m.domains.sync = cd = ClockDomain("sync")
+    locked = Signal()
+    # an output's coarse phase as the lattice tools set it: half the divider, less one
+    cphase = max(pll["CLKOP_DIV"] // 2 - 1, 0)
     m.submodules.pll = Instance(
         "EHXPLLL",
         p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",

@@ -192,7 +192,7 @@ def read_report(out: Path, board: Board) -> dict:
     used = {k: v["used"] for k, v in rep.get("utilization", {}).items()}
     avail = {k: v["available"] for k, v in rep.get("utilization", {}).items()}
     fmax = rep.get("fmax", {})
-    key = _chip_clock(out, fmax)
+    key = _pll_clock(out, fmax)
     achieved = fmax[key]["achieved"] if key else None
     target = fmax[key]["constraint"] if key else None
     return {
@@ -207,11 +207,11 @@ def read_report(out: Path, board: Board) -> dict:
     }
 
 
-def _chip_clock(out: Path, fmax: dict, output: str = "CLKOP") -> str | None:
-    """The key of ``fmax`` (nextpnr's clock nets) that is the chip's clock: on ECP5 the
-    net of the PLL's output (nextpnr names a net by one of yosys's names for it,
-    ``$glbnet$`` in front when it is on a global network); without a PLL the one clock.
-    ``output="CLKOS"``: the PLL's second output's (the board DRAM's clock), if used."""
+def _pll_clock(out: Path, fmax: dict, output: str = "CLKOP") -> str | None:
+    """The key of ``fmax`` (nextpnr's clock nets) that is the clock of the PLL's
+    ``output``: CLKOP, the chip's (without a PLL, the one clock), or CLKOS, the board
+    DRAM's, if used. On ECP5 it is the net of that output (nextpnr names a net by one
+    of yosys's names for it, ``$glbnet$`` in front when it is on a global network)."""
     try:
         netlist = json.loads((out / "top.json").read_text())["modules"]["top"]
     except (OSError, ValueError, KeyError):
@@ -228,7 +228,7 @@ def dram_fmax(out: Path) -> dict | None:
     """nextpnr's achieved and target MHz of the board DRAM's clock (the PLL's second
     output), if the design has one."""
     fmax = json.loads((out / "top.report.json").read_text()).get("fmax", {})
-    key = _chip_clock(out, fmax, "CLKOS")
+    key = _pll_clock(out, fmax, "CLKOS")
     if key is None:
         return None
     achieved, target = fmax[key]["achieved"], fmax[key]["constraint"]
@@ -240,7 +240,7 @@ def link_fmax(out: Path, domain: str) -> float | None:
     """nextpnr's Fmax of the clock net of ``domain`` (a link's incoming clock, named
     after its domain by amaranth)."""
     fmax = json.loads((out / "top.report.json").read_text()).get("fmax", {})
-    chip = _chip_clock(out, fmax)
+    chip = _pll_clock(out, fmax)
     hits = [k for k in fmax if domain in k and k != chip]
     return round(fmax[hits[0]]["achieved"], 2) if hits else None
 

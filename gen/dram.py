@@ -9,17 +9,17 @@ own (``sys_clk``, the part's :attr:`DRAMPart.clock_mhz`), the port on the chip's
 (``port_clk``), through LiteDRAM's clock-domain crossing (asynchronous FIFOs for
 commands, written words and read words). Why: LiteDRAM's command multiplexer takes
 10.6–11.4 ns on an ECP5 (docs/boards.md), so at the chip's 100 MHz the board top
-could not meet timing however the chip was built. For simulation, LiteDRAM's own model of the DRAM
-(``SDRAMPHYModel``: banks that open and close rows, refresh, the part's command
-timings at the given clock; ``check_timing=True`` adds LiteDRAM's checker, which
-prints every command that breaks the part's datasheet timings); for a board
+could not meet timing however the chip was built. For simulation, LiteDRAM's own
+model of the DRAM (``SDRAMPHYModel``: banks that open and close rows, refresh, the
+part's command timings at the given clock; ``check_timing=True`` adds LiteDRAM's
+checker, which prints every command that breaks the part's datasheet timings); for a board
 (``pins=True``), the PHY on the DRAM's pins (``GENSDRPHY`` for the ULX3S's SDRAM). An
 initialisation sequencer (:func:`init_steps`) drives the DRAM first.
 
 The module's ports: ``sys_clk``, ``sys_rst`` (the DRAM's clock and its reset),
-``port_clk``, ``port_rst`` (the chip's), ``init_done`` (in the chip's clock), the native port as
-:class:`mixgcn.hdl.dram.NativePort` names them, flattened (``cmd_valid``,
-``cmd_ready``, ``cmd_we``, ``cmd_addr``, ``wdata_valid``, ``wdata_ready``,
+``port_clk``, ``port_rst`` (the chip's), ``init_done`` (in the chip's clock), the
+native port as :class:`mixgcn.hdl.dram.NativePort` names them, flattened
+(``cmd_valid``, ``cmd_ready``, ``cmd_we``, ``cmd_addr``, ``wdata_valid``, ``wdata_ready``,
 ``wdata_data``, ``wdata_we``, ``rdata_valid``, ``rdata_ready``, ``rdata_data``), and
 with ``pins=True`` the SDRAM's (``sdram_a``, ``sdram_ba``, ``sdram_cs_n``,
 ``sdram_cke``, ``sdram_ras_n``, ``sdram_cas_n``, ``sdram_we_n``, ``sdram_dq``,

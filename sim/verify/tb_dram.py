@@ -29,11 +29,11 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from mixgcn.hdl.dram import DRAMBridge, dram_controller
 from mixgcn.hdl.memport import READ_CHANNELS, WRITE_CHANNELS
+from mixgcn.sim.build import CLOCK_PERIOD_NS  # the chip's; the DRAM's is the part's own
 
 TOP = "dram_tb"
 PART, MW, AW = "ulx3s-litedram", 64, 24  # the chip addresses more words than the DRAM
 OUTSTANDING = 3
-CHIP_NS = 10  # the chip's clock; the DRAM's is the part's own
 
 
 class BridgeOnDRAM(wiring.Component):
@@ -100,7 +100,7 @@ async def random_traffic(dut):
     words = DRAM_PARTS[PART].words(MW)
     part = DRAM_PARTS[PART]
     dram_ns = 1000 / part.clock_mhz
-    cocotb.start_soon(Clock(dut.clk, CHIP_NS, unit="ns").start())
+    cocotb.start_soon(Clock(dut.clk, CLOCK_PERIOD_NS, unit="ns").start())
     cocotb.start_soon(Clock(dut.dram_clk, dram_ns, unit="ns").start())
     for n in READ_CHANNELS:
         _sig(dut, n, "req", "valid").value = 0
@@ -133,9 +133,9 @@ async def random_traffic(dut):
         taken += int(_sig(dut, first, "wr", "ready").value)
         await RisingEdge(dut.clk)
         cycles += 1
-        assert cycles * CHIP_NS < 2 * init_ns, "the DRAM's initialisation never ended"
+        assert cycles * CLOCK_PERIOD_NS < 2 * init_ns, "the DRAM's initialisation never ended"
     assert taken == 4, f"{taken} writes taken while the DRAM was being initialised"
-    assert cycles * CHIP_NS >= steps[0]["wait"] * dram_ns, \
+    assert cycles * CLOCK_PERIOD_NS >= steps[0]["wait"] * dram_ns, \
         f"initialised in {cycles} cycles, before power-up"
     await RisingEdge(dut.clk)
     _sig(dut, first, "wr", "valid").value = 0

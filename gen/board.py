@@ -387,6 +387,12 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
             raise BoardError(f"the link top puts the chip's memory on the board's DRAM, and "
                              f"no controller is generated for {board_name}'s yet (only for "
                              f"{', '.join(b for b in BOARDS if board_dram(b))})")
+        from mixgcn.gen.dram import DRAMError
+
+        try:
+            board_dram(board_name).check_chip_clock(mhz or board.mhz)
+        except DRAMError as e:
+            raise BoardError(str(e)) from None
     check_tools(board)
     per_board = 1 if fabric == "serial" else chips
     check_fits(board, chip, per_board)

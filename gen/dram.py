@@ -68,6 +68,16 @@ class DRAMPart:
         the clock crossing's — twice over, as the DRAM's clock may be half the chip's."""
         return 2 * (channels * (-(-word_bits // self.data_bits) + 16) + 32)
 
+    def check_chip_clock(self, chip_mhz: float) -> None:
+        """Refuse a chip clocked slower than the DRAM: LiteDRAM's controller does not
+        wait for read data to be taken, so its words cross into the chip's clock through
+        a FIFO that only the chip's faster clock keeps from overflowing."""
+        if chip_mhz < self.clock_mhz:
+            raise DRAMError(
+                f"{self.name}: the chip's clock ({chip_mhz:g} MHz) is slower than the "
+                f"DRAM's ({self.clock_mhz:g} MHz); LiteDRAM's read data would overrun "
+                "the clock crossing")
+
     def to_dict(self) -> dict:
         return {"dram": self.name}
 

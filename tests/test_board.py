@@ -134,6 +134,8 @@ def test_buffers_beyond_the_parts_block_ram_are_refused_before_synthesis(tmp_pat
      "--baud applies to --top link only"),
     (["--board", "ulx3s-85f", "--chip", "micro", "--top", "link", "--baud", "40000000"],
      "UART: a 100 MHz clock cannot make 40,000,000 baud"),
+    (["--board", "ulx3s-85f", "--chip", "micro", "--top", "link", "--mhz", "60"],
+     "the chip's clock (60 MHz) is slower than the DRAM's (80 MHz)"),
 ])
 def test_bad_options_are_one_line_errors(argv, message, tmp_path):
     with pytest.raises(SystemExit) as e:

@@ -5,11 +5,15 @@ simulated board top behind its host link; bad requests refused."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from mixgcn.gen.dram import DRAMError, dram_verilog
+from mixgcn.gen.config import CHIP_PRESETS
+from mixgcn.gen.dram import DRAM_PARTS, DRAMError, dram_verilog
 from mixgcn.sim.build import run_cocotb
+from mixgcn.sim.chip.harness import ChipHarness
 
 pytest.importorskip("litedram", reason="the dram extra is not installed")
 
@@ -32,6 +36,12 @@ def test_dram_requests_refused_naming_the_value():
         dram_verilog("ulx3s-litedram", 24)
     with pytest.raises(DRAMError, match="10..200 MHz, got 5 MHz"):
         dram_verilog("ulx3s-litedram", 64, clk_hz=5e6)
+    # the simulated chip runs at 100 MHz: a DRAM clocked faster would overrun the read
+    # crossing (LiteDRAM's controller does not wait for read data to be taken)
+    fast = dataclasses.replace(DRAM_PARTS["ulx3s-litedram"], clock_mhz=120.0)
+    with pytest.raises(DRAMError, match=r"chip's clock \(100 MHz\) is slower than the "
+                                        r"DRAM's \(120 MHz\)"):
+        ChipHarness(CHIP_PRESETS["tiny"], dram=fast)
 
 
 @pytest.mark.sim
@@ -92,8 +102,6 @@ def test_board_trains_over_its_link_on_litedram_exactly(tmp_path):
 def test_board_on_litedram_refuses_memory_stalls_and_words_past_the_dram():
     """Random stalls are the memory model's; the host may use the words the DRAM holds
     (here all of the chip's address space: the ULX3S's 32 MB hold more)."""
-    from mixgcn.gen.config import CHIP_PRESETS
-    from mixgcn.gen.dram import DRAM_PARTS
     from mixgcn.host.board import BoardDevice
     from mixgcn.host.device import DeviceError
     from mixgcn.sim.board.process import SimulatedSerialPort

@@ -131,6 +131,10 @@ class ChipHarness(wiring.Component):
 
     def __init__(self, config: ChipConfig, desc_depth: int = 4096, loopback: bool = True,
                  seed: int = 0xACE1, dram: DRAMPart | None = None):
+        from mixgcn.sim.build import CLOCK_PERIOD_NS
+
+        if dram is not None:  # before the chip exists: a refused harness leaves nothing
+            dram.check_chip_clock(1000 / CLOCK_PERIOD_NS)
         self.config, self.desc_depth, self.loopback = config, desc_depth, loopback
         self.seed, self.dram = seed, dram
         self.chip = Chip(config, loopback=loopback)

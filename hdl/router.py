@@ -53,13 +53,13 @@ class ExchangeRouter(wiring.Component):
     producers the SAE's rows go first and the DCE waits (its rows stay in its input
     FIFO here); with two consumers the SAE's buffer is fed and the DCE sees no rows.
 
-    Each engine's rows enter through a three-row FIFO, and leave it only when every
+    Each engine's rows enter through a two-row skid buffer, and leave it only when every
     destination its route names can take them (``ready`` is the AND of theirs);
     ``sae_routed`` / ``dce_routed`` are high in the cycle one does (a row counts as
     done there, not as it leaves the engine: the FIFO's rows have no route yet).
-    ``pipeline_depth`` rows wait in the pipeline FIFO, and up to four more in the
-    register and the small FIFO after it. With
-    ``loopback`` the small FIFO's output feeds the exchange input inside the router;
+    ``pipeline_depth`` rows wait in the pipeline FIFO, and up to three more in the
+    register and the skid buffer after it. With
+    ``loopback`` the skid buffer's output feeds the exchange input inside the router;
     otherwise both are ports (``xchg_o``, ``xchg_i``) for a fabric.
     """
 
@@ -101,8 +101,8 @@ class ExchangeRouter(wiring.Component):
         # has it (a branch's valid is never withdrawn before its ready).
         sae_xchg = route.sae_to_xchg
         dce_xchg = route.dce_to_xchg & ~route.sae_to_xchg
-        # each engine's rows enter through a small FIFO whose `ready` comes from its own
-        # level (hdl/timing.py): the fork's decision, which looks at the pipe's room,
+        # each engine's rows enter through a skid buffer whose `ready` is a register
+        # (hdl/timing.py): the fork's decision, which looks at the pipe's room,
         # stays here and does not cross the die into the engine's output FIFO (the
         # pipe's level to the DCE's output FIFO's level was the `ecp5` chip's slowest
         # path, docs/boards.md, step 24)
@@ -135,8 +135,8 @@ class ExchangeRouter(wiring.Component):
                      into_pipe.payload.eq(Mux(sae_xchg, sae_out.payload, dce_out.payload))]
 
         # the pipe's words leave its block RAM through a register that can sit beside
-        # the RAM's slow output, then a small FIFO whose `ready` comes from its own
-        # level (hdl/timing.py): neither the RAM's output nor the consumers' `ready`
+        # the RAM's slow output, then a skid buffer whose `ready` is a register
+        # (hdl/timing.py): neither the RAM's output nor the consumers' `ready`
         # crosses the die in one cycle (steps 20 and 21 of docs/boards.md)
         piped = input_buffer(m, "pipe_out", output_register(m, "pipe_ram", pipe.r_stream))
         if self.loopback:

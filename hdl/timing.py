@@ -15,8 +15,8 @@ ordinary registers.
 **Input buffers.** An engine that decides in one cycle whether to take words from
 several streams at once makes each stream's ``ready`` a function of all their
 ``valid``s; through the router, that reaches back into the memory readers, one
-combinational path across the chip. :func:`input_buffer` puts a FIFO in front, so
-the producer sees a ``ready`` that comes from a register.
+combinational path across the chip. :func:`input_buffer` puts a two-word skid buffer
+in front, so the producer sees a ``ready`` that comes from a register.
 
 **Output registers.** A FIFO held in block RAM hands its word straight from the RAM's
 output, which on an ECP5 comes 5.8 ns after the clock (yosys does not use the block's
@@ -24,7 +24,7 @@ own output register): whatever the word then crosses must fit in what is left of
 the cycle. :func:`output_register` puts a register after such a stream. Where the
 consumers are far from the RAM, the trip across the die does not fit beside the
 RAM's 5.8 ns either: a second stage lets the placer put the register by the RAM. That
-stage is an :func:`input_buffer`, not another register: an output register passes
+stage is an :func:`input_buffer`, not another output register: an output register passes
 ``ready`` straight through, and two in a row make the consumers' ``ready`` cross the
 die back into the RAM's FIFO in one cycle.
 
@@ -43,12 +43,13 @@ from __future__ import annotations
 
 import re
 
-from amaranth import Shape, Signal
-from amaranth.lib import memory, stream
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth import Module, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
 
-__all__ = ["COLLISION_FREE", "KEEP_APART", "YOSYS_KEEP_APART", "collision_free_memory", "copy",
-           "input_buffer", "output_register", "relax_collisions"]
+__all__ = ["COLLISION_FREE", "KEEP_APART", "YOSYS_KEEP_APART", "SkidBuffer",
+           "collision_free_memory", "copy", "input_buffer", "output_register",
+           "relax_collisions"]
 
 KEEP_APART = "mixgcn_keep_apart"
 
@@ -111,21 +112,41 @@ def relax_collisions(rtlil: str) -> tuple[str, int]:
     return "\n".join(out) + "\n", relaxed
 
 
+class SkidBuffer(wiring.Component):
+    """A two-word skid buffer: ``o`` offers the words ``i`` took, in order, one cycle
+    later, at full rate, and ``i.ready`` is a flip-flop. The first word sits in the
+    output register; a word that arrives while it is held waits in ``spare``, and
+    ``i.ready`` falls until that one has moved on."""
+
+    def __init__(self, shape):
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+        self.spare = Signal(shape)
+        self.spare_valid = Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o, spare, spare_valid = self.i, self.o, self.spare, self.spare_valid
+        m.d.comb += i.ready.eq(~spare_valid)
+        with m.If(~o.valid | o.ready):  # the output register takes a word, if any
+            with m.If(spare_valid):
+                m.d.sync += [o.valid.eq(1), o.payload.eq(spare), spare_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [o.valid.eq(i.valid), o.payload.eq(i.payload)]
+        with m.Elif(i.valid & ~spare_valid):  # held: the arriving word waits beside it
+            m.d.sync += [spare_valid.eq(1), spare.eq(i.payload)]
+        return m
+
+
 def input_buffer(m, name: str, port):
     """``port`` (an input stream of the module being elaborated in ``m``, or a stream
-    driven inside it) through a FIFO: the stream it becomes, whose producer sees a
-    ``ready`` from the FIFO's level alone. Three words, not two: amaranth's buffered
-    FIFO of depth 2 would keep one word in a memory of depth 1, whose Verilog has
-    zero-width addresses. A word a cycle passes at full rate."""
-    shape = port.payload.shape()
-    m.submodules[f"{name}_buffer"] = fifo = SyncFIFOBuffered(
-        width=Shape.cast(shape).width, depth=3)
-    out = stream.Signature(shape).create(path=(f"{name}_buffered",))
-    m.d.comb += [fifo.w_stream.valid.eq(port.valid), fifo.w_stream.payload.eq(port.payload),
-                 port.ready.eq(fifo.w_stream.ready),
-                 out.valid.eq(fifo.r_stream.valid), out.payload.eq(fifo.r_stream.payload),
-                 fifo.r_stream.ready.eq(out.ready)]
-    return out
+    driven inside it) through a :class:`SkidBuffer` (submodule ``{name}_buffer``): the
+    stream it becomes, whose producer sees a ``ready`` that is a flip-flop. Flip-flops
+    rather than a small FIFO in LUT RAM: they place freely beside the logic that reads
+    them (docs/boards.md, step 25)."""
+    m.submodules[f"{name}_buffer"] = buf = SkidBuffer(port.payload.shape())
+    m.d.comb += [buf.i.valid.eq(port.valid), buf.i.payload.eq(port.payload),
+                 port.ready.eq(buf.i.ready)]
+    return buf.o
 
 
 def output_register(m, name: str, source):

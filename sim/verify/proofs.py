@@ -24,6 +24,7 @@ from mixgcn.hdl.memport import StreamReader, StreamWriter
 from mixgcn.hdl.output_stage import OutputPath
 from mixgcn.hdl.router import ExchangeRouter, Route
 from mixgcn.hdl.sae import SAEOp, SparseAggregationEngine
+from mixgcn.hdl.timing import SkidBuffer
 from mixgcn.sim.verify.formal import Proof, free_inputs, past, stream_rules
 
 __all__ = ["PROOFS", "models", "proof"]
@@ -41,6 +42,33 @@ def _count(m, event, width=6, name=None) -> Signal:
 
 def _fire(s) -> object:
     return s.valid & s.ready
+
+
+def skid_buffer(m, first):
+    """The input buffer (a skid buffer): its output obeys the stream rules when its
+    input does, it holds at most two words, and words leave in the order they came, none
+    lost or duplicated: the word that arrives ``pick``-th (any one) is the one that
+    leaves ``pick``-th."""
+    m.submodules.buf = buf = SkidBuffer(4)
+    stream_rules(m, buf.i, first, Assume, "i")
+    stream_rules(m, buf.o, first, Assert, "o")
+    pick = Signal(6)
+    m.d.comb += Assume(first | (pick == past(m, pick)))
+    came, left = _count(m, _fire(buf.i)), _count(m, _fire(buf.o))
+    word, recorded = Signal(4), Signal()
+    with m.If(_fire(buf.i) & (came == pick)):
+        m.d.sync += [word.eq(buf.i.payload), recorded.eq(1)]
+    held = (came - left)[:6]
+    m.d.comb += Assert(held == buf.o.valid + buf.spare_valid, "words_held")
+    m.d.comb += Assert(buf.o.valid | ~buf.spare_valid, "spare_behind_the_output")
+    m.d.comb += Assert(buf.i.ready == ~buf.spare_valid, "ready_is_a_register")
+    # the picked word, while held, is the output's (the oldest) or the spare's
+    ahead = (pick - left)[:6]
+    with m.If((ahead == 0) & buf.o.valid):
+        m.d.comb += Assert(recorded & (buf.o.payload == word), "oldest_word_in_order")
+    with m.If((ahead == 1) & buf.spare_valid):
+        m.d.comb += Assert(recorded & (buf.spare == word), "spare_word_in_order")
+    return [*free_inputs(buf), pick]
 
 
 def output_path(m, first):
@@ -263,6 +291,7 @@ def _dsp_multiplier(width: int, *, one_hot: bool = False):
 
 # name -> (builder, induction depth)
 PROOFS = {
+    "skid_buffer": (skid_buffer, 6),
     "pipeline_fifo": (pipeline_fifo, 8),
     "output_path": (output_path, 8),
     "stream_reader": (stream_reader, 8),

@@ -13,7 +13,7 @@ import pytest
 from mixgcn.gen.config import CHIP_PRESETS
 from mixgcn.gen.dram import DRAM_PARTS, DRAMError, dram_verilog
 from mixgcn.sim.build import run_cocotb
-from mixgcn.sim.chip.harness import ChipHarness
+from mixgcn.sim.chip.harness import harness_verilog
 
 pytest.importorskip("litedram", reason="the dram extra is not installed")
 
@@ -41,7 +41,7 @@ def test_dram_requests_refused_naming_the_value():
     fast = dataclasses.replace(DRAM_PARTS["ulx3s-litedram"], clock_mhz=120.0)
     with pytest.raises(DRAMError, match=r"chip's clock \(100 MHz\) is slower than the "
                                         r"DRAM's \(120 MHz\)"):
-        ChipHarness(CHIP_PRESETS["tiny"], dram=fast)
+        harness_verilog(CHIP_PRESETS["tiny"], dram=fast)
 
 
 @pytest.mark.sim

@@ -131,10 +131,6 @@ class ChipHarness(wiring.Component):
 
     def __init__(self, config: ChipConfig, desc_depth: int = 4096, loopback: bool = True,
                  seed: int = 0xACE1, dram: DRAMPart | None = None):
-        from mixgcn.sim.build import CLOCK_PERIOD_NS
-
-        if dram is not None:  # before the chip exists: a refused harness leaves nothing
-            dram.check_chip_clock(1000 / CLOCK_PERIOD_NS)
         self.config, self.desc_depth, self.loopback = config, desc_depth, loopback
         self.seed, self.dram = seed, dram
         self.chip = Chip(config, loopback=loopback)
@@ -351,12 +347,15 @@ def harness_verilog(config: ChipConfig | SystemConfig, loopback: bool = True,
 def dram_build(config: ChipConfig, dram: DRAMPart):
     """What a harness on ``dram`` adds to :func:`cached_verilog`: to the key (the part,
     LiteDRAM's and migen's versions), to the sources (the generator), and the
-    controller's Verilog as ``extra``."""
+    controller's Verilog as ``extra``. Refuses a DRAM clocked faster than the simulated
+    chip (:meth:`~mixgcn.gen.dram.DRAMPart.check_chip_clock`)."""
     from importlib.metadata import version
 
     import mixgcn.gen.dram
     from mixgcn.gen.dram import dram_verilog
+    from mixgcn.sim.build import CLOCK_PERIOD_NS
 
+    dram.check_chip_clock(1000 / CLOCK_PERIOD_NS)
     mem_width = ChipLayouts(config).mem_width
     return ((dram, version("litedram"), version("migen")), (Path(mixgcn.gen.dram.__file__),),
             lambda: dram_verilog(dram.name, mem_width)[0])

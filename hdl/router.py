@@ -51,12 +51,12 @@ class ExchangeRouter(wiring.Component):
     engine input consumes from it (the driver keeps to it). A broken contract sets
     ``error`` (sticky until reset) and never loses or duplicates a row: with two
     producers the SAE's rows go first and the DCE waits (its rows stay in its input
-    FIFO here); with two consumers the SAE's buffer is fed and the DCE sees no rows.
+    buffer here); with two consumers the SAE's buffer is fed and the DCE sees no rows.
 
     Each engine's rows enter through a two-row skid buffer, and leave it only when every
     destination its route names can take them (``ready`` is the AND of theirs);
     ``sae_routed`` / ``dce_routed`` are high in the cycle one does (a row counts as
-    done there, not as it leaves the engine: the FIFO's rows have no route yet).
+    done there, not as it leaves the engine: the buffer's rows have no route yet).
     ``pipeline_depth`` rows wait in the pipeline FIFO, and up to three more in the
     register and the skid buffer after it. With
     ``loopback`` the skid buffer's output feeds the exchange input inside the router;

@@ -141,7 +141,7 @@ def _router(m, first, **kwargs):
 
 def pipeline_fifo(m, first):
     """The exchange path through the pipeline FIFO: each row an engine routes to the
-    exchange (as it leaves the router's input FIFO, ``routed``) enters the FIFO once;
+    exchange (as it leaves the router's input buffer, ``routed``) enters the FIFO once;
     rows in = rows out to the engine inputs + rows held (none lost or duplicated); the
     engine inputs it feeds obey the stream rules."""
     r = _router(m, first)
@@ -163,7 +163,7 @@ def pipeline_fifo(m, first):
 def exchange_router(m, first):
     """The exchange router with any routes that do not change under it: every stream it
     drives obeys the stream rules when the ones it takes do; an engine's rows reach
-    memory once each as they leave the router's input FIFO (none lost or duplicated by
+    memory once each as they leave the router's input buffer (none lost or duplicated by
     the fork), and with two producers none of the DCE's is routed."""
     r = _router(m, first)
     for name in ("sae_mem", "dce_mem", "sae_x", "dce_a"):

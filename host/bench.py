@@ -381,6 +381,7 @@ def bench_memory() -> tuple[dict, list[str]]:
                     f"{per_op[k] / max(1, distinct_per_op[k]):>6.2f}")
     # the same epochs on a real controller: LiteDRAM and its model of the ULX3S's SDRAM
     from mixgcn.gen.dram import DRAM_PARTS
+    from mixgcn.sim.build import CLOCK_PERIOD_NS
 
     dram = DRAM_PARTS["ulx3s-litedram"]
     _log(f"memory: 2 Cora epochs on the default chip, {dram.name} (LiteDRAM)")
@@ -390,12 +391,15 @@ def bench_memory() -> tuple[dict, list[str]]:
         raise RuntimeError(f"{dram.name} changed the weights or the words the chip moved")
     dram_cycles = r["epoch_cycles"][-1]
     run_bytes = (r["chip_words_read"] + r["chip_words_written"]) * ChipLayouts(base).mem_width // 8
-    peak = dram.data_bits // 8  # bytes a cycle: one beat of the SDR part
+    # bytes a chip cycle: one beat of the SDR part a cycle of its own (slower) clock
+    peak = dram.data_bits / 8 * dram.clock_mhz / (1000 / CLOCK_PERIOD_NS)
     rows.append(f"  {dram.name} (LiteDRAM's controller and model of the part, "
-                f"{dram.data_bits}-bit SDR at the chip's clock): {dram_cycles:,} cycles an "
+                f"{dram.data_bits}-bit SDR at {dram.clock_mhz:g} MHz beside the chip's "
+                f"{1000 / CLOCK_PERIOD_NS:g}): {dram_cycles:,} cycles an "
                 f"epoch, {dram_cycles / ideal:.1f}x ideal; over the run the chip moved "
                 f"{run_bytes:,} bytes in {r['cycles']:,} cycles, "
-                f"{run_bytes / (peak * r['cycles']):.0%} of the part's {peak} bytes a cycle")
+                f"{run_bytes / (peak * r['cycles']):.0%} of the part's {peak:g} bytes a chip "
+                "cycle")
     per[dram.name] = dict(profile=dram.to_dict(), epoch_cycles=dram_cycles,
                           vs_ideal=dram_cycles / ideal,
                           share_of_peak_bandwidth=run_bytes / (peak * r["cycles"]))

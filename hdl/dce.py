@@ -41,7 +41,7 @@ and the output stage's ``max_abs``/``saturated`` for the last operation.
 from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, enum, memory, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from mixgcn.gen.config import DCEConfig
@@ -52,7 +52,7 @@ from mixgcn.hdl.output_stage import (
     engine_status_members,
     output_layout,
 )
-from mixgcn.hdl.timing import copy, input_buffer, output_register
+from mixgcn.hdl.timing import collision_free_memory, copy, input_buffer, output_register
 
 __all__ = ["DCELayouts", "DCEOp", "DenseCombinationEngine", "MACArray", "WeightStore"]
 
@@ -122,8 +122,11 @@ class WeightStore(wiring.Component):
         # load's last (XWT)
         last_word, col_last, chunk_last = Signal(), Signal(), Signal()
         for r in range(R):
-            mem = memory.Memory(shape=data.ArrayLayout(signed(c.width), C),
-                                depth=c.weight_depth, init=[])
+            # collision-free: the store is written only in the engine's LOAD state and
+            # the array uses what it reads only for a word accepted in STREAM (the dense
+            # engine's proof), so no block-RAM bypass logic is built after its output
+            mem = collision_free_memory(shape=data.ArrayLayout(signed(c.width), C),
+                                        depth=c.weight_depth)
             m.submodules[f"store{r}"] = mem
             rd, wr = mem.read_port(), mem.write_port(granularity=1)
             m.d.comb += [rd.addr.eq(self.addr), self.rows[r].eq(rd.data), wr.addr.eq(chunk)]

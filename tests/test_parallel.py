@@ -239,11 +239,19 @@ def test_cora_in_rtl_on_p_chips_equals_golden(cora, default_chips):
 
 
 @pytest.mark.sim
-def test_two_mpi_ranks_equal_in_process_in_rtl(tmp_path, cora_dir):
-    args = ["--dataset", "cora", "--data-dir", str(cora_dir), "--epochs", "1",
-            "--backend", "rtl", "--chips", "2"]
+@pytest.mark.parametrize("case", [
+    # a quick one in `make test`; Cora on the default chip with the slow tier
+    "tiny-synthetic", pytest.param("default-cora", marks=pytest.mark.slow)])
+def test_two_mpi_ranks_equal_in_process_in_rtl(tmp_path, request, case):
+    if case == "tiny-synthetic":
+        args = ["--dataset", "synthetic:nodes=300", "--chip", "tiny"]
+    else:
+        cora_dir = request.getfixturevalue("cora_dir")  # skips when Cora is missing
+        args = ["--dataset", "cora", "--data-dir", str(cora_dir), "--chip", "default"]
+    args += ["--epochs", "1", "--backend", "rtl", "--chips", "2"]
     here = _cli(tmp_path, "here", *args)
     mpi = _cli(tmp_path, "mpi", *args, ranks=2)
+    assert mpi["transport"] == "mpi" and mpi["kernel_runs_per_chip"][1] > 0
     for key in ("weights_sha256", "cycles", "cycles_per_chip", "bytes_per_chip",
                 "memory_per_chip"):
         assert mpi[key] == here[key], key

@@ -28,18 +28,45 @@ def _cases():
     for sim in available_simulators():
         for name in SIM_CONFIGS:
             if sim == "verilator" or name == "tiny":  # Icarus is slow: one configuration
-                yield sim, name
+                yield pytest.param(sim, name, marks=_one_worker(name))
+
+
+def _one_worker(name):
+    """A configuration's runs share its build folder and results file: one test worker."""
+    return pytest.mark.xdist_group(f"sae-{name}")
+
+
+# Cora and the star take most of a configuration's time: `make test` runs them on
+# `tiny` and every other case on each configuration; the slow tier runs them on the rest
+LARGE = r"\.test_(cora|star)\b"  # cocotb's COCOTB_TEST_FILTER, searched in a test's name
+
+
+def _run(simulator, name, test_filter=None):
+    cfg = SIM_CONFIGS[name]
+    env = config_env("MIXGCN_SAE_CONFIG", cfg)
+    env.update(MIXGCN_SEED=str(SEEDS[name]),
+               MIXGCN_DATA=str(planetoid_dir()))
+    if test_filter:
+        env["COCOTB_TEST_FILTER"] = test_filter
+    results = run_cocotb(sae_verilog(cfg), "sae", "mixgcn.sim.verify.tb_sae",
+                         simulator=simulator, extra_env=env)
+    return results.read_text()
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize(("simulator", "name"), list(_cases()))
 def test_sae_cocotb(simulator, name):
-    cfg = SIM_CONFIGS[name]
-    env = config_env("MIXGCN_SAE_CONFIG", cfg)
-    env.update(MIXGCN_SEED=str(SEEDS[name]),
-               MIXGCN_DATA=str(planetoid_dir()))
-    run_cocotb(sae_verilog(cfg), "sae", "mixgcn.sim.verify.tb_sae", simulator=simulator,
-               extra_env=env)
+    text = _run(simulator, name, None if name == "tiny" else f"^(?!.*{LARGE})")
+    assert ("test_star" in text) == (name == "tiny")
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_one_worker(n))
+                                  for n in SIM_CONFIGS if n != "tiny"])
+def test_sae_cocotb_cora_and_star(name):
+    text = _run("verilator", name, LARGE)
+    assert "test_star" in text and "test_power_law" not in text
 
 
 @pytest.mark.sim

@@ -127,6 +127,12 @@ MUTANTS = [
            "o.payload.eq(i.payload), spare_valid.eq(0)",
            (f"{_FORMAL}[skid_buffer]", "tests/test_chip_cocotb.py::test_chip_cocotb[tiny]"),
            "an input buffer forgets the word it held aside: it is lost, the next one doubled"),
+    Mutant("weights-collision", "hdl/dce.py",
+           "[want.eq(1), blocked.eq(inputs_ok",
+           "[want.eq(1), store.valid.eq(b.valid), blocked.eq(inputs_ok",
+           (f"{_FORMAL}[dense_engine]",),
+           "the weight store also takes B words while the array reads it: a read the board "
+           "flow builds without collision logic meets a write"),
     Mutant("router-consumers", "hdl/router.py",
            "self.error.consumers.eq(1)", "self.error.producers.eq(1)",
            (f"{_PARTS}::test_two_consumers_raise_the_error_and_duplicate_no_row",),

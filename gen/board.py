@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mixgcn.gen.config import FABRIC_PRESETS, ChipConfig, ConfigError, SystemConfig
+from mixgcn.gen.netlist import fold_ram_output_registers_in
 
 __all__ = ["BOARDS", "LINK_FIELDS", "LINK_PINS", "Board", "BoardError", "build_board",
            "cabling", "link_bundles"]
@@ -543,6 +544,9 @@ def _build_one(board: Board, design, *, out: Path, label: str, mhz: float | None
         progress(f"[{label}] {stage} ({_YOWASP[cmd[0]]}) ...")
         t = time.monotonic()
         _run([_tool(cmd[0]), *cmd[1:]], out, stage, verbose)
+        if stage == "synth" and board.family == "ecp5":
+            # registers straight after block RAMs into the RAMs (mixgcn.gen.netlist)
+            folded = fold_ram_output_registers_in(out / "top.json")
         seconds[stage] = round(time.monotonic() - t, 1)
         progress(f"[{label}] {stage} done in {seconds[stage]:.0f} s")
 
@@ -551,6 +555,7 @@ def _build_one(board: Board, design, *, out: Path, label: str, mhz: float | None
               **({"scan_bits": {"in": top.bridge.in_bits, "out": top.bridge.out_bits}}
                  if hasattr(top, "bridge") else {}),
               "relaxed_read_ports": top.relaxed_read_ports,
+              **({"ram_output_registers": folded} if board.family == "ecp5" else {}),
               "seconds_per_stage": seconds, "bitstream": str(bitstream)}
     if (dram := dram_fmax(out)) is not None:  # the board DRAM's controller, its own clock
         report["dram_clock"] = dram

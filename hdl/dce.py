@@ -240,7 +240,11 @@ class MACArray(wiring.Component):
         # `xtg` (a row's C·width multiplexers)
         xtg = [copy(1, name=f"xtg{r}") for r in range(R)]
         s2_a, s3_a, s2_b = Signal.like(self.a), Signal.like(self.a), Signal.like(self.b)
-        stored, weights = Signal.like(self.weights), Signal.like(self.weights)
+        # `stored` has no reset (what it holds counts only beside a word's flags): a
+        # register straight after a block RAM, with no reset, becomes the RAM's own
+        # output register on an ECP5 (mixgcn.gen.netlist)
+        stored = Signal.like(self.weights, reset_less=True)
+        weights = Signal.like(self.weights)
         m.d.sync += [s2_a.eq(s1_a), s3_a.eq(s2_a), s2_b.eq(s1_b), stored.eq(self.weights),
                      *(x.eq(self.xtg) for x in xtg)]
         m.d.sync += [weights[r].eq(Mux(xtg[r], s2_b, stored[r])) for r in range(R)]

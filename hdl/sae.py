@@ -268,7 +268,9 @@ class AggregationPipeline(wiring.Component):
         # on from it, not even through the bank's multiplexer, which comes after
         r_valid, r_last, r_final, r_lo, r_mask = (
             Signal(), Signal(), Signal(), Signal(E), Signal(L))
-        r_val, r_data = Signal.like(s1_val), Signal.like(self.gather.data)
+        # r_data without a reset: the RAMs' own output registers on an ECP5
+        # (mixgcn.gen.netlist); the rows count only beside r_valid
+        r_val, r_data = Signal.like(s1_val), Signal.like(self.gather.data, reset_less=True)
         r_row = self.sum_read_row
         m.d.sync += [r_valid.eq(s1_valid), r_last.eq(s1_last), r_final.eq(s1_final),
                      r_row.eq(s1_row), r_lo.eq(s1_lo), r_mask.eq(s1_mask), r_val.eq(s1_val),
@@ -314,7 +316,7 @@ class AggregationPipeline(wiring.Component):
                                          depth=c.partial_rows)
             m.submodules.partial = sums
             part_read = sums.read_port()
-            s2_part = Signal.like(part_read.data)
+            s2_part = Signal.like(part_read.data, reset_less=True)  # as r_data
             m.d.comb += [part_read.addr.eq(r_row),
                          self.sum_read_used.eq(r_valid & r_last & self.accumulate)]
             m.d.sync += s2_part.eq(part_read.data)

@@ -59,6 +59,11 @@ def test_micro_chip_on_the_ulx3s_builds(tmp_path, capsys):
     assert report["timing_met"] == (fmax[1] == "PASS")
     assert report["pll"]["fout_mhz"] == 100
     assert set(report["seconds_per_stage"]) == {"elaborate", "synth", "pnr", "pack"}
+    # the registers after the engines' block RAMs went into the RAMs (gen/netlist.py)
+    cells = json.loads((out / "top.json").read_text())["modules"]["top"]["cells"].values()
+    outreg = [c for c in cells if c["type"] == "DP16KD"
+              and c["parameters"]["REGMODE_B"] == "OUTREG"]
+    assert report["ram_output_registers"] == len(outreg) > 0
     err = capsys.readouterr().err
     for stage in ("synth", "pnr", "pack"):
         assert f"[ulx3s-85f] {stage} done in" in err

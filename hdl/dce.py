@@ -89,7 +89,8 @@ class WeightStore(wiring.Component):
 
     ``start`` (one cycle) begins a load of the weights of an ``op`` (``XW``/``XWT``) of
     reduction ``k`` and ``mcols`` output columns (all three sampled with ``start``);
-    each cycle ``valid`` writes ``word`` (a B-stream word): for ``XW`` word j goes to
+    each cycle ``valid`` writes ``word`` (a B-stream word; it reaches the RAMs a cycle
+    later, from registers, so ``writing`` is high then): for ``XW`` word j goes to
     store j mod R, address j div R, all columns; for ``XWT`` word (chunk, col) goes
     down column ``col`` of every store at address chunk (the transposition happens
     here). ``done`` marks the last word; it
@@ -106,6 +107,7 @@ class WeightStore(wiring.Component):
             "done": Out(1), "addr": In(range(c.weight_depth)),
             "rows": Out(data.ArrayLayout(row, c.rows)),
         })
+        self.writing = Signal()  # a word goes into the RAMs this cycle (for the proof)
 
     def elaborate(self, platform):
         c = self.config
@@ -121,21 +123,34 @@ class WeightStore(wiring.Component):
         # the next word is the load's last (XW); ends its chunk, and the chunk is the
         # load's last (XWT)
         last_word, col_last, chunk_last = Signal(), Signal(), Signal()
+        enables = []
         for r in range(R):
-            # collision-free: the store is written only in the engine's LOAD state and
-            # the array uses what it reads only for a word accepted in STREAM (the dense
-            # engine's proof), so no block-RAM bypass logic is built after its output
+            # collision-free: a word is written while the engine loads and in the cycle
+            # after, and the array uses what it reads only for a word accepted in STREAM,
+            # which begins a cycle after the load's last word (the dense engine's proof),
+            # so no block-RAM bypass logic is built after its output
             mem = collision_free_memory(shape=data.ArrayLayout(signed(c.width), C),
                                         depth=c.weight_depth)
             m.submodules[f"store{r}"] = mem
             rd, wr = mem.read_port(), mem.write_port(granularity=1)
-            m.d.comb += [rd.addr.eq(self.addr), self.rows[r].eq(rd.data), wr.addr.eq(chunk)]
+            # a word reaches the RAMs from registers, a cycle after its handshake: that
+            # logic (the engine's state, the B stream's valid) ends at registers beside
+            # the engine rather than at block RAMs spread over the die (the `ecp5` chip's
+            # slowest path); each store has its own enable and address (kept apart)
+            en = copy(C, name=f"write_en{r}")
+            addr = copy(range(c.weight_depth), name=f"write_addr{r}")
+            word = Signal.like(wr.data, name=f"write_word{r}")
+            m.d.comb += [rd.addr.eq(self.addr), self.rows[r].eq(rd.data),
+                         wr.addr.eq(addr), wr.en.eq(en), wr.data.eq(word)]
+            m.d.sync += addr.eq(chunk)
             with m.If(xw):
-                m.d.comb += [wr.en.eq(Mux(self.valid & (lane == r), (1 << C) - 1, 0)),
-                             wr.data.eq(Cat(*(self.word[x] for x in range(C))))]
+                m.d.sync += [en.eq(Mux(self.valid & (lane == r), (1 << C) - 1, 0)),
+                             word.eq(Cat(*(self.word[x] for x in range(C))))]
             with m.Else():
-                m.d.comb += [wr.en.eq(Mux(self.valid, Const(1, C) << col, 0)),
-                             wr.data.eq(Cat(*([self.word[r]] * C)))]
+                m.d.sync += [en.eq(Mux(self.valid, Const(1, C) << col, 0)),
+                             word.eq(Cat(*([self.word[r]] * C)))]
+            enables.append(en)
+        m.d.comb += self.writing.eq(Cat(*enables).any())
         m.d.comb += self.done.eq(self.valid & Mux(xw_done, last_word, col_last & chunk_last))
         with m.If(self.start):
             m.d.sync += [xw.eq(self.op == DCEOp.XW), xw_done.eq(self.op == DCEOp.XW),
@@ -391,7 +406,11 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
                 m.d.comb += [want.eq(1), b.ready.eq(1), store.valid.eq(b.valid),
                              moved.eq(b.valid)]
                 with m.If(store.done):
-                    m.next = "STREAM"
+                    m.next = "SETTLE"
+            with m.State("SETTLE"):
+                # the load's last word reaches the store's RAMs (from its registers)
+                # this cycle: no row is read before it is there
+                m.next = "STREAM"
             with m.State("STREAM"):
                 m.d.comb += [want.eq(1), blocked.eq(inputs_ok & ~(~last_chunk | path.credit))]
                 with m.If(inputs_ok & (~last_chunk | path.credit)):

@@ -22,7 +22,8 @@ in front, so the producer sees a ``ready`` that comes from a register.
 output, which on an ECP5 comes 5.8 ns after the clock (yosys does not use the block's
 own output register; the board flow moves a reset-less register that directly
 follows a RAM into it, :mod:`mixgcn.gen.netlist`, but a FIFO's output passes logic
-first): whatever the word then crosses must fit in what is left of the cycle. :func:`output_register` puts a register after such a stream. Where the
+first): whatever the word then crosses must fit in what is left of the cycle.
+:func:`output_register` puts a register after such a stream. Where the
 consumers are far from the RAM, the trip across the die does not fit beside the
 RAM's 5.8 ns either: a second stage lets the placer put the register by the RAM. That
 stage is an :func:`input_buffer`, not another output register: an output register passes

@@ -133,6 +133,10 @@ MUTANTS = [
            (f"{_FORMAL}[dense_engine]",),
            "the weight store also takes B words while the array reads it: a read the board "
            "flow builds without collision logic meets a write"),
+    Mutant("weights-settle", "hdl/dce.py", 'm.next = "SETTLE"', 'm.next = "STREAM"',
+           (f"{_FORMAL}[dense_engine]",),
+           "the stream starts while the load's last word is still being written: its "
+           "first read may meet that write"),
     Mutant("router-consumers", "hdl/router.py",
            "self.error.consumers.eq(1)", "self.error.producers.eq(1)",
            (f"{_PARTS}::test_two_consumers_raise_the_error_and_duplicate_no_row",),
@@ -184,7 +188,7 @@ MUTANTS = [
            (f"{_FORMAL}[stream_reader]",),
            "the reader overwrites a word its consumer has not taken"),
     Mutant("weight-address", "hdl/dce.py",
-           "wr.addr.eq(chunk)]", "wr.addr.eq(chunk + 1)]",
+           "m.d.sync += addr.eq(chunk)", "m.d.sync += addr.eq(chunk + 1)",
            (f"{_UNITS}::test_dce_random_jobs_amaranth_sim",),
            "weights are stored one chunk off"),
     Mutant("mac-shift", "hdl/mac.py",

@@ -254,10 +254,11 @@ def dense_engine(m, first):
     """The dense engine (:func:`_engine`, over its MAC array), with two reduction lanes
     so that the column-sum tree has a level; and its weight store is collision-free
     (:func:`mixgcn.hdl.timing.collision_free_memory`): no word is accepted into the
-    array, which uses the rows read for it, in a cycle the store is written."""
+    array, which uses the rows read for it, in a cycle a word goes into the store's
+    RAMs."""
     m.submodules.dce = dce = DenseCombinationEngine(
         dataclasses.replace(_TINY.dce, rows=2))
-    m.d.comb += Assert(~(dce.store.valid & dce.array.accept), "reads_no_weight_being_loaded")
+    m.d.comb += Assert(~(dce.store.writing & dce.array.accept), "reads_no_weight_being_loaded")
     return _engine(m, first, dce, ("cmd", "a", "b", "mask"), dce.array)
 
 

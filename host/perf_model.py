@@ -69,6 +69,9 @@ class Latencies:
     # admission to the status record, beyond the credit loop
     gemm_first: int = 4
     gemm_done: int = 3
+    # XW / XWT: the cycle between the last weight word and the first row (that word
+    # reaches the weight store's RAMs from registers)
+    gemm_settle: int = 1
     # an XTG: from its last pair to the status record, beyond its k drained rows
     xtg_done: int = 22
     # an exchanged row: from leaving one engine to entering the other
@@ -292,7 +295,7 @@ class PerfModel:
         exchange) at the soonest when it arrives."""
         lat = self.lat
         chunks = max(1, -(-d["k"] // self.config.dce.rows))
-        base = start + lat.gemm_first + d["b_len"] * self.word
+        base = start + lat.gemm_first + d["b_len"] * self.word + lat.gemm_settle
         ready = np.full(d["rows"], base, dtype=float)
         period = chunks * self.gemm_word(chunks)
         if rows_in is not None:  # a row a word, from the exchange

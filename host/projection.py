@@ -352,8 +352,8 @@ class KernelCycles:
         chunks, mt = max(1, -(-k.k // d.rows)), max(1, -(-k.f // d.cols))
         b_len = k.k if k.op == "xw" else chunks * min(k.f, d.cols)
         period = max(chunks * w, self.m.dce_loop / d.out_fifo_depth)
-        tile = lat.gemm_first + b_len * w + k.n * period + self.m.dce_loop + chunks \
-            + lat.gemm_done
+        tile = lat.gemm_first + b_len * w + lat.gemm_settle + k.n * period \
+            + self.m.dce_loop + chunks + lat.gemm_done
         return self._bandwidth(mt * tile + lat.batch_end, mt * (b_len + k.n * (chunks + 1)))
 
     def __call__(self, k: ShareKernel) -> float:

@@ -74,9 +74,8 @@ def fold_ram_output_registers(netlist: dict, top: str = "top") -> int:
                     sinks[bit].append((None, None))
 
     folded = 0
-    for cell in [c for c in cells.values() if c["type"] == "DP16KD"]:
-        if cell["type"] != "DP16KD" or {_param(cell, "REGMODE_A", "NOREG"),
-                                        _param(cell, "REGMODE_B", "NOREG")} != {"NOREG"}:
+    for cell in [c for c in cells.values() if c["type"] == "DP16KD"]:  # cells shrinks
+        if {_param(cell, "REGMODE_A", "NOREG"), _param(cell, "REGMODE_B", "NOREG")} != {"NOREG"}:
             continue
         conn = cell["connections"]
         clock = conn.get("CLKB")

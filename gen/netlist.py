@@ -99,10 +99,10 @@ def fold_ram_output_registers(netlist: dict, top: str = "top") -> int:
                 break
             registers[p] = readers[0][0]
         else:
-            enables = {json.dumps(_enable(cells[r])) for r in registers.values()}
+            enables = {tuple(_enable(cells[r])) for r in registers.values()}
             if len(enables) != 1:
                 continue
-            enable = json.loads(enables.pop())
+            enable = enables.pop()
             for p, reg in registers.items():
                 conn[p] = list(cells[reg]["connections"]["Q"])
                 del cells[reg]

@@ -231,7 +231,8 @@ class ChipConfig:
     - ``sae``, ``dce``: the engines. A row crosses from the SAE to the DCE as one word,
       so the SAE's lanes, the DCE's rows (reduction lanes) and columns must be equal
       ("the chip's lanes"), and both engines must share a number format;
-    - ``pipeline_depth``: rows the SAE → DCE FIFO holds;
+    - ``pipeline_depth``: rows the SAE → DCE FIFO holds in its block RAM (two more
+      wait in its registers);
     - ``desc_depth``: descriptors queued on chip;
     - ``addr_width``: memory words the memory port reaches (2**addr_width);
     - ``reader_depth``: words each read channel buffers (≥ the memory latency + 2 for

@@ -72,8 +72,8 @@ def memories(c: ChipConfig) -> list[Memory]:
         Memory("feature buffer", s.width, s.max_nodes, reads=s.edges, count=2 * s.lanes),
         # the DCE's weight store: a memory a row of the array, C weights a word
         Memory("weight store", d.cols * d.width, d.weight_depth, count=d.rows),
-        # the pipeline FIFO between the engines (a buffered FIFO keeps depth - 1 in RAM)
-        Memory("pipeline FIFO", s.lanes * s.width + 1, c.pipeline_depth - 1),
+        # the pipeline FIFO between the engines (hdl/timing.py's BlockRamFifo)
+        Memory("pipeline FIFO", s.lanes * s.width + 1, c.pipeline_depth),
         # the descriptor queue
         Memory("descriptor queue", _desc_bits(c), c.desc_depth - 1),
         # each engine's output FIFO (depth + 1 entries, one kept outside the RAM)

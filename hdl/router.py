@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from mixgcn.hdl.timing import input_buffer, output_register
+from mixgcn.hdl.timing import BlockRamFifo, input_buffer
 
 __all__ = ["ExchangeRouter", "Route", "RouterError"]
 
@@ -57,8 +56,8 @@ class ExchangeRouter(wiring.Component):
     destination its route names can take them (``ready`` is the AND of theirs);
     ``sae_routed`` / ``dce_routed`` are high in the cycle one does (a row counts as
     done there, not as it leaves the engine: the buffer's rows have no route yet).
-    ``pipeline_depth`` rows wait in the pipeline FIFO, and up to three more in the
-    register and the skid buffer after it. With
+    ``pipeline_depth`` rows wait in the pipeline FIFO's block RAM, and up to four more
+    in the FIFO's two registers and the skid buffer after them. With
     ``loopback`` the skid buffer's output feeds the exchange input inside the router;
     otherwise both are ports (``xchg_o``, ``xchg_i``) for a fabric.
     """
@@ -83,7 +82,7 @@ class ExchangeRouter(wiring.Component):
             members["xchg_o"] = Out(stream.Signature(row_layout))
             members["xchg_i"] = In(stream.Signature(row_layout))
         super().__init__(members)
-        self.pipe = SyncFIFOBuffered(width=row_layout.size, depth=pipeline_depth)
+        self.pipe = BlockRamFifo(row_layout.size, pipeline_depth)
         # each engine's fork: its current row already taken by memory / by the pipe
         self.taken = {engine: (Signal(name=f"{engine}_mem_taken"),
                                Signal(name=f"{engine}_pipe_taken"))
@@ -134,11 +133,11 @@ class ExchangeRouter(wiring.Component):
         m.d.comb += [into_pipe.valid.eq(Mux(sae_xchg, to_pipe[0], to_pipe[1])),
                      into_pipe.payload.eq(Mux(sae_xchg, sae_out.payload, dce_out.payload))]
 
-        # the pipe's words leave its block RAM through a register that can sit beside
-        # the RAM's slow output, then a skid buffer whose `ready` is a register
-        # (hdl/timing.py): neither the RAM's output nor the consumers' `ready`
-        # crosses the die in one cycle (steps 20 and 21 of docs/boards.md)
-        piped = input_buffer(m, "pipe_out", output_register(m, "pipe_ram", pipe.r_stream))
+        # the pipe's words leave its block RAM from the RAM's own output register
+        # (hdl/timing.py), then pass a skid buffer whose `ready` is a register: neither
+        # the RAM's slow output nor the consumers' `ready` crosses the die in one cycle
+        # (steps 20, 21 and 29 of docs/boards.md)
+        piped = input_buffer(m, "pipe_out", pipe.r_stream)
         if self.loopback:
             xchg = piped
         else:

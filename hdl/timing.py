@@ -21,9 +21,11 @@ in front, so the producer sees a ``ready`` that comes from a register.
 **Output registers.** A FIFO held in block RAM hands its word straight from the RAM's
 output, which on an ECP5 comes 5.8 ns after the clock (yosys does not use the block's
 own output register; the board flow moves a reset-less register that directly
-follows a RAM into it, :mod:`mixgcn.gen.netlist`, but a FIFO's output passes logic
-first): whatever the word then crosses must fit in what is left of the cycle.
-:func:`output_register` puts a register after such a stream. Where the
+follows a RAM into it, :mod:`mixgcn.gen.netlist`, but amaranth's FIFOs pass the word
+through logic first): whatever the word then crosses must fit in what is left of the
+cycle. :class:`BlockRamFifo` is a FIFO whose RAM feeds such a register directly, so
+its words leave from the block's own output register;
+:func:`output_register` puts a register after any other stream. Where the
 consumers are far from the RAM, the trip across the die does not fit beside the
 RAM's 5.8 ns either: a second stage lets the placer put the register by the RAM. That
 stage is an :func:`input_buffer`, not another output register: an output register passes
@@ -45,11 +47,11 @@ from __future__ import annotations
 
 import re
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["COLLISION_FREE", "KEEP_APART", "YOSYS_KEEP_APART", "SkidBuffer",
+__all__ = ["COLLISION_FREE", "KEEP_APART", "YOSYS_KEEP_APART", "BlockRamFifo", "SkidBuffer",
            "collision_free_memory", "copy", "input_buffer", "output_register",
            "relax_collisions"]
 
@@ -163,3 +165,66 @@ def output_register(m, name: str, source):
     with m.Elif(out.ready):
         m.d.sync += out.valid.eq(0)
     return out
+
+
+class BlockRamFifo(wiring.Component):
+    """A FIFO of ``depth`` words in a block RAM and two more in registers after it, at
+    full rate: ``r_stream`` offers a word two cycles after ``w_stream`` took it into an
+    empty FIFO. ``level``: the words held.
+
+    The RAM's read register holds the oldest word not yet offered (``head``); the output
+    register after it has no reset and takes only ``head``, so the board flow folds it
+    into the block RAM (``REGMODE=OUTREG``) and the word leaves the RAM from a register
+    rather than from its slow output. The RAM is collision-free: it is read only while
+    it holds a word and written only while it has room, so a read and a write meet at
+    one address only when it is empty or full, when one of them cannot happen."""
+
+    def __init__(self, shape, depth: int):
+        if not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"a BlockRamFifo holds at least one word in its RAM, not "
+                             f"depth={depth!r}")
+        super().__init__({"w_stream": In(stream.Signature(shape)),
+                          "r_stream": Out(stream.Signature(shape)),
+                          "level": Out(range(depth + 3))})
+        self.depth = depth
+        self.storage = collision_free_memory(shape=shape, depth=depth)
+        self.write_port = self.storage.write_port()
+        self.read_port = self.storage.read_port(domain="sync")  # its data: the head
+        self.produce = Signal(range(depth))  # where the next word is written
+        self.consume = Signal(range(depth))  # where the next word is read
+        self.stored = Signal(range(depth + 1))  # words in the RAM
+        self.head_valid = Signal()  # the RAM's read register holds a word
+        self.word = Signal(shape, reset_less=True)  # the output register
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.storage = self.storage
+        write_port, read_port = self.write_port, self.read_port
+        w, r, depth = self.w_stream, self.r_stream, self.depth
+
+        def next_address(addr):
+            return Mux(addr == depth - 1, 0, addr + 1)
+
+        write = w.valid & w.ready
+        advance = self.head_valid & (~r.valid | r.ready)  # head → output register
+        read = (self.stored != 0) & (~self.head_valid | advance)
+        m.d.comb += [w.ready.eq(self.stored != depth),
+                     write_port.addr.eq(self.produce), write_port.data.eq(w.payload),
+                     write_port.en.eq(write),
+                     read_port.addr.eq(self.consume), read_port.en.eq(read),
+                     r.payload.eq(self.word),
+                     self.level.eq(self.stored + self.head_valid + r.valid)]
+        with m.If(write):
+            m.d.sync += self.produce.eq(next_address(self.produce))
+        with m.If(read):
+            m.d.sync += self.consume.eq(next_address(self.consume))
+        m.d.sync += self.stored.eq(self.stored + write - read)
+        with m.If(read):
+            m.d.sync += self.head_valid.eq(1)
+        with m.Elif(advance):
+            m.d.sync += self.head_valid.eq(0)
+        with m.If(advance):
+            m.d.sync += [self.word.eq(read_port.data), r.valid.eq(1)]
+        with m.Elif(r.ready):
+            m.d.sync += r.valid.eq(0)
+        return m

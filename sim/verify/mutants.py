@@ -127,6 +127,18 @@ MUTANTS = [
            "o.payload.eq(i.payload), spare_valid.eq(0)",
            (f"{_FORMAL}[skid_buffer]", "tests/test_chip_cocotb.py::test_chip_cocotb[tiny]"),
            "an input buffer forgets the word it held aside: it is lost, the next one doubled"),
+    Mutant("fifo-collision", "hdl/timing.py", "w.ready.eq(self.stored != depth)",
+           "w.ready.eq((self.stored != depth) | read)",
+           (f"{_FORMAL}[block_ram_fifo]",),
+           "a full block-RAM FIFO takes a word in the cycle one leaves its RAM: the write "
+           "meets the read of its address, which the board flow builds without collision "
+           "logic"),
+    Mutant("fifo-bubble", "hdl/timing.py",
+           "read = (self.stored != 0) & (~self.head_valid | advance)",
+           "read = (self.stored != 0) & ~self.head_valid",
+           (f"{_FORMAL}[block_ram_fifo]",),
+           "the block-RAM FIFO reads its RAM only into an empty head: a bubble after every "
+           "word when the consumer keeps up, the exchange at half rate"),
     Mutant("weights-collision", "hdl/dce.py",
            "[want.eq(1), blocked.eq(inputs_ok",
            "[want.eq(1), store.valid.eq(b.valid), blocked.eq(inputs_ok",

@@ -24,7 +24,7 @@ from mixgcn.hdl.memport import StreamReader, StreamWriter
 from mixgcn.hdl.output_stage import OutputPath
 from mixgcn.hdl.router import ExchangeRouter, Route
 from mixgcn.hdl.sae import SAEOp, SparseAggregationEngine
-from mixgcn.hdl.timing import SkidBuffer
+from mixgcn.hdl.timing import BlockRamFifo, SkidBuffer
 from mixgcn.sim.verify.formal import Proof, free_inputs, past, stream_rules
 
 __all__ = ["PROOFS", "models", "proof"]
@@ -69,6 +69,62 @@ def skid_buffer(m, first):
     with m.If((ahead == 1) & buf.spare_valid):
         m.d.comb += Assert(recorded & (buf.spare == word), "spare_word_in_order")
     return [*free_inputs(buf), pick]
+
+
+def _block_ram_fifo_addresses(m, fifo):
+    """A :class:`BlockRamFifo`'s addresses agree with the words its RAM holds (its
+    invariant; a proof with one inside needs it to rule out unreachable states)."""
+    depth = fifo.depth
+    m.d.comb += [Assert((fifo.produce < depth) & (fifo.consume < depth),
+                        "fifo_addresses_in_range"),
+                 Assert(fifo.stored <= depth, "fifo_ram_not_overfilled"),
+                 Assert(fifo.produce == (fifo.consume + fifo.stored) % depth,
+                        "fifo_ram_words_between_the_addresses")]
+
+
+def block_ram_fifo(m, first):
+    """The block-RAM FIFO: its output obeys the stream rules when its input does; the
+    words it holds are those that came and did not leave, in order, none lost or
+    duplicated (the word that arrives ``pick``-th is in the output register, in the
+    RAM's read register, or in the RAM where it was written, as its place in line
+    says, and leaves ``pick``-th); no word waits behind an empty register; and its RAM
+    is collision-free: no read in a cycle the address read is written."""
+    depth = 3
+    m.submodules.fifo = fifo = BlockRamFifo(4, depth)
+    w, r = fifo.w_stream, fifo.r_stream
+    stream_rules(m, w, first, Assume, "w")
+    stream_rules(m, r, first, Assert, "r")
+    pick = Signal(6)
+    m.d.comb += Assume(first | (pick == past(m, pick)))
+    came, left = _count(m, _fire(w)), _count(m, _fire(r))
+    word, slot, recorded = Signal(4), Signal(range(depth)), Signal()
+    with m.If(_fire(w) & (came == pick)):
+        m.d.sync += [word.eq(w.payload), slot.eq(fifo.produce), recorded.eq(1)]
+    held = (came - left)[:6]
+    m.d.comb += Assert(held == fifo.level, "level_counts_the_words_held")
+    _block_ram_fifo_addresses(m, fifo)
+    # the RAM is read (for the proof) where the picked word was written
+    probe = fifo.storage.read_port(domain="comb")
+    m.d.comb += probe.addr.eq(slot)
+    in_registers = fifo.head_valid + r.valid
+    ahead = (pick - left)[:6]  # the picked word's place in line (0: next to leave)
+    with m.If((ahead == 0) & r.valid):
+        m.d.comb += Assert(recorded & (r.payload == word), "oldest_word_in_order")
+    with m.If((ahead == r.valid) & fifo.head_valid):
+        m.d.comb += Assert(recorded & (fifo.read_port.data == word), "head_word_in_order")
+    with m.If((ahead >= in_registers) & (ahead < held)):
+        m.d.comb += Assert(recorded & (probe.data == word) &
+                           (slot == (fifo.consume + ahead - in_registers) % depth),
+                           "ram_word_in_order")
+    # full rate: a word never waits behind an empty register
+    leaving = ~fifo.head_valid | ~r.valid | r.ready  # the head is free or moves on
+    m.d.comb += [Assert(first | ~past(m, (fifo.stored != 0) & leaving) | fifo.head_valid,
+                        "ram_read_into_a_free_head"),
+                 Assert(first | ~past(m, fifo.head_valid & ~r.valid) | r.valid,
+                        "head_moved_to_a_free_output")]
+    wp, rp = fifo.write_port, fifo.read_port
+    m.d.comb += Assert(~(wp.en & rp.en & (wp.addr == rp.addr)), "reads_no_word_being_written")
+    return [*free_inputs(fifo), pick]
 
 
 def output_path(m, first):
@@ -136,6 +192,7 @@ def _router(m, first, **kwargs):
         m.d.comb += Assume(first | (getattr(r.route, name) == past(m, getattr(r.route, name))))
     for name in ("sae_out", "dce_out", "x_mem", "a_mem"):
         stream_rules(m, getattr(r, name), first, Assume, name)
+    _block_ram_fifo_addresses(m, r.pipe)
     return r
 
 
@@ -296,6 +353,7 @@ def _dsp_multiplier(width: int, *, one_hot: bool = False):
 # name -> (builder, induction depth)
 PROOFS = {
     "skid_buffer": (skid_buffer, 6),
+    "block_ram_fifo": (block_ram_fifo, 8),
     "pipeline_fifo": (pipeline_fifo, 8),
     "output_path": (output_path, 8),
     "stream_reader": (stream_reader, 8),

@@ -180,9 +180,7 @@ class BlockRamFifo(wiring.Component):
     one address only when it is empty or full, when one of them cannot happen."""
 
     def __init__(self, shape, depth: int):
-        if not isinstance(depth, int) or depth < 1:
-            raise ValueError(f"a BlockRamFifo holds at least one word in its RAM, not "
-                             f"depth={depth!r}")
+        # depth ≥ 1: ChipConfig refuses a pipeline_depth below 1
         super().__init__({"w_stream": In(stream.Signature(shape)),
                           "r_stream": Out(stream.Signature(shape)),
                           "level": Out(range(depth + 3))})

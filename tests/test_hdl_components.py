@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from amaranth import Module, Signal
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
@@ -20,6 +21,7 @@ from mixgcn.hdl.controller import Controller, Unit
 from mixgcn.hdl.dce import DCEOp
 from mixgcn.hdl.router import ExchangeRouter
 from mixgcn.hdl.sae import SAELayouts, SAEOp, SparseAggregationEngine
+from mixgcn.hdl.timing import BlockRamFifo
 from mixgcn.sim.build import CLOCK_PERIOD_NS
 from mixgcn.sim.verify.sae_model import make_spmm_jobs
 
@@ -323,6 +325,57 @@ def test_two_consumers_raise_the_error_and_duplicate_no_row():
                                {"sae_out": words}, {"sae_x": 12, "dce_a": 0}, rng=rng)
     assert got["sae_x"] == data_of(words) and got["dce_a"] == []
     assert errors[-1] == (0, 1)
+
+
+# ------------------------------------------------------------------ pipeline FIFO
+
+
+@pytest.mark.parametrize(("depth", "idle", "ready", "fills"),
+                         [(1, 0.0, 1.0, False), (5, 0.3, 0.5, True), (5, 0.0, 0.2, True),
+                          (16, 0.6, 0.9, False)])
+def test_block_ram_fifo_hands_on_every_word_in_order(depth, idle, ready, fills):
+    rng = np.random.default_rng(depth)
+    dut = BlockRamFifo(12, depth)
+    words = [int(w) for w in rng.integers(0, 1 << 12, 300)]
+    got, levels = [], []
+
+    async def producer(ctx):
+        await send(ctx, dut.w_stream, words, rng, idle=idle)
+
+    async def consumer(ctx):
+        await receive(ctx, dut.r_stream, len(words), rng, ready, got)
+
+    async def watch(ctx):
+        while True:
+            *_, level = await ctx.tick().sample(dut.level)
+            levels.append(int(level))
+
+    run(dut, consumer, background=(producer, watch))
+    assert got == words
+    # it holds its RAM's words and two more, and a slow consumer fills it
+    assert max(levels) <= depth + 2 and (max(levels) == depth + 2) == fills
+
+
+def test_block_ram_fifo_runs_at_full_rate():
+    # producer and consumer always ready: a word a cycle, the first two cycles after
+    # it went in
+    dut = BlockRamFifo(8, 4)
+    stamps, clock = [], Signal(16)
+    m = Module()
+    m.submodules.fifo = dut
+    m.d.sync += clock.eq(clock + 1)
+    words = list(range(1, 41))
+
+    async def producer(ctx):
+        await send(ctx, dut.w_stream, words, np.random.default_rng(0))
+
+    async def consumer(ctx):
+        await receive(ctx, dut.r_stream, len(words), np.random.default_rng(0), 1.0,
+                      got := [], clock, stamps)
+        assert got == words
+
+    run(m, consumer, background=(producer,))
+    assert np.all(np.diff(stamps) == 1), stamps
 
 
 # ------------------------------------------------------------------------------- SAE

@@ -129,14 +129,15 @@ MUTANTS = [
            "an input buffer forgets the word it held aside: it is lost, the next one doubled"),
     Mutant("fifo-collision", "hdl/timing.py", "w.ready.eq(self.stored != depth)",
            "w.ready.eq((self.stored != depth) | read)",
-           (f"{_FORMAL}[block_ram_fifo]",),
+           (f"{_FORMAL}[block_ram_fifo]",
+            f"{_PARTS}::test_block_ram_fifo_hands_on_every_word_in_order"),
            "a full block-RAM FIFO takes a word in the cycle one leaves its RAM: the write "
            "meets the read of its address, which the board flow builds without collision "
            "logic"),
     Mutant("fifo-bubble", "hdl/timing.py",
            "read = (self.stored != 0) & (~self.head_valid | advance)",
            "read = (self.stored != 0) & ~self.head_valid",
-           (f"{_FORMAL}[block_ram_fifo]",),
+           (f"{_FORMAL}[block_ram_fifo]", f"{_PARTS}::test_block_ram_fifo_runs_at_full_rate"),
            "the block-RAM FIFO reads its RAM only into an empty head: a bubble after every "
            "word when the consumer keeps up, the exchange at half rate"),
     Mutant("weights-collision", "hdl/dce.py",

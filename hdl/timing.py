@@ -191,6 +191,10 @@ class BlockRamFifo(wiring.Component):
         self.produce = Signal(range(depth))  # where the next word is written
         self.consume = Signal(range(depth))  # where the next word is read
         self.stored = Signal(range(depth + 1))  # words in the RAM
+        # `stored != depth` as a register: the producer's `ready` (the router's fork
+        # decides on it, and its decision reaches across the die; docs/boards.md,
+        # step 30)
+        self.has_room = Signal(init=1)
         self.head_valid = Signal()  # the RAM's read register holds a word
         self.word = Signal(shape, reset_less=True)  # the output register
 
@@ -206,7 +210,7 @@ class BlockRamFifo(wiring.Component):
         write = w.valid & w.ready
         advance = self.head_valid & (~r.valid | r.ready)  # head → output register
         read = (self.stored != 0) & (~self.head_valid | advance)
-        m.d.comb += [w.ready.eq(self.stored != depth),
+        m.d.comb += [w.ready.eq(self.has_room),
                      write_port.addr.eq(self.produce), write_port.data.eq(w.payload),
                      write_port.en.eq(write),
                      read_port.addr.eq(self.consume), read_port.en.eq(read),
@@ -216,7 +220,8 @@ class BlockRamFifo(wiring.Component):
             m.d.sync += self.produce.eq(next_address(self.produce))
         with m.If(read):
             m.d.sync += self.consume.eq(next_address(self.consume))
-        m.d.sync += self.stored.eq(self.stored + write - read)
+        stored = self.stored + write - read
+        m.d.sync += [self.stored.eq(stored), self.has_room.eq(stored != depth)]
         with m.If(read):
             m.d.sync += self.head_valid.eq(1)
         with m.Elif(advance):

@@ -127,13 +127,19 @@ MUTANTS = [
            "o.payload.eq(i.payload), spare_valid.eq(0)",
            (f"{_FORMAL}[skid_buffer]", "tests/test_chip_cocotb.py::test_chip_cocotb[tiny]"),
            "an input buffer forgets the word it held aside: it is lost, the next one doubled"),
-    Mutant("fifo-collision", "hdl/timing.py", "w.ready.eq(self.stored != depth)",
-           "w.ready.eq((self.stored != depth) | read)",
+    Mutant("fifo-collision", "hdl/timing.py", "w.ready.eq(self.has_room)",
+           "w.ready.eq(self.has_room | read)",
            (f"{_FORMAL}[block_ram_fifo]",
             f"{_PARTS}::test_block_ram_fifo_hands_on_every_word_in_order"),
            "a full block-RAM FIFO takes a word in the cycle one leaves its RAM: the write "
            "meets the read of its address, which the board flow builds without collision "
            "logic"),
+    Mutant("fifo-room-late", "hdl/timing.py", "self.has_room.eq(stored != depth)",
+           "self.has_room.eq(self.stored != depth)",
+           (f"{_FORMAL}[block_ram_fifo]",
+            f"{_PARTS}::test_block_ram_fifo_hands_on_every_word_in_order"),
+           "the FIFO's room is the last cycle's: a full FIFO still takes a word, which "
+           "overwrites the oldest"),
     Mutant("fifo-bubble", "hdl/timing.py",
            "read = (self.stored != 0) & (~self.head_valid | advance)",
            "read = (self.stored != 0) & ~self.head_valid",

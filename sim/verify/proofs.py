@@ -78,6 +78,7 @@ def _block_ram_fifo_addresses(m, fifo):
     m.d.comb += [Assert((fifo.produce < depth) & (fifo.consume < depth),
                         "fifo_addresses_in_range"),
                  Assert(fifo.stored <= depth, "fifo_ram_not_overfilled"),
+                 Assert(fifo.has_room == (fifo.stored != depth), "fifo_room_registered"),
                  Assert(fifo.produce == (fifo.consume + fifo.stored) % depth,
                         "fifo_ram_words_between_the_addresses")]
 

@@ -357,8 +357,7 @@ def test_block_ram_fifo_hands_on_every_word_in_order(depth, idle, ready, fills):
 
 
 def test_block_ram_fifo_runs_at_full_rate():
-    # producer and consumer always ready: a word a cycle, the first two cycles after
-    # it went in
+    # producer and consumer always ready: the words leave a cycle apart
     dut = BlockRamFifo(8, 4)
     stamps, clock = [], Signal(16)
     m = Module()

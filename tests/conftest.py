@@ -28,3 +28,14 @@ def cora(cora_dir):
     from mixgcn.golden.datasets import load_planetoid
 
     return load_planetoid("cora", cora_dir)
+
+
+def pytest_runtest_setup(item):
+    """Fail a test marked ``xdist_group`` that ``--dist loadgroup`` did not group: two
+    workers would then build (or wait for) the same simulator or board at once, each as
+    slowly as one, and nothing else would say so."""
+    if (getattr(item.config.option, "loadgroup", False)  # only on loadgroup's workers
+            and item.get_closest_marker("xdist_group") and "@" not in item.nodeid):
+        pytest.fail(f"--dist loadgroup did not group {item.nodeid}: this pytest and "
+                    "pytest-xdist do not work together; install the versions "
+                    "pyproject.toml pins (make setup)", pytrace=False)

@@ -52,7 +52,7 @@ from mixgcn.hdl.output_stage import (
     engine_status_members,
     output_layout,
 )
-from mixgcn.hdl.timing import collision_free_memory, copy, input_buffer, output_register
+from mixgcn.hdl.timing import collision_free_memory, copy, input_buffer
 
 __all__ = ["DCELayouts", "DCEOp", "DenseCombinationEngine", "MACArray", "WeightStore"]
 
@@ -350,15 +350,16 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         m.submodules.weights = store = self.store
         m.submodules.array = array = self.array
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
-        # each input enters through a FIFO, so its ready is a register's: the accept
-        # logic below does not reach back through the router into the memory readers.
-        # Then through a register, so that the words taken together (an A word with a B
-        # word or a mask) wait side by side: the accept logic sees their `valid`s from
-        # registers beside it, and each FIFO hears only whether its own word left. With
-        # the FIFOs' outputs seen directly, one FIFO's `valid` crossed the die to the
-        # accept logic and back into the other's level in one cycle (docs/boards.md,
-        # step 23).
-        a, b, mask = (output_register(m, name, input_buffer(m, name, getattr(self, name)))
+        # each input enters through a skid buffer, so its ready is a register's: the
+        # accept logic below does not reach back through the router into the memory
+        # readers. Then through a second one, placed by the accept logic, so that the
+        # words taken together (an A word with a B word or a mask) wait side by side:
+        # the accept logic sees their `valid`s from registers beside it (with the first
+        # buffers' outputs seen directly, one's `valid` crossed the die to the accept
+        # logic and back into the other's level in one cycle: docs/boards.md, step 23),
+        # and its decision stays there — with a plain register as the second stage it
+        # passed straight through into the first buffer's state (step 31).
+        a, b, mask = (input_buffer(m, f"{name}_accept", input_buffer(m, name, getattr(self, name)))
                       for name in ("a", "b", "mask"))
 
         op, rows_left, k = Signal(DCEOp), Signal(32), Signal(range(c.max_k + 1))

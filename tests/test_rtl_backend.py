@@ -70,6 +70,9 @@ def test_micro_chip_trains_exactly(tmp_path):
 
 
 @pytest.mark.sim
+# the default chip's simulator is built once, for this test and test_parallel's P chips:
+# on one worker, so that the other never waits for the build
+@pytest.mark.xdist_group("default-chip")
 def test_default_chip_matches_golden_and_counts_cycles(tmp_path):
     args = ["--dataset", "synthetic", "--epochs", "2", "--seed", "0"]
     rtl = _run(tmp_path, "rtl", "--backend", "rtl", *args)

@@ -113,6 +113,11 @@ class StreamReader(wiring.Component):
         self.fifo = SyncFIFO(width=mem_width, depth=depth)
         self.inflight = Signal(range(depth + 1))  # words asked for, not yet arrived
         self.to_ask = Signal(32)  # words not yet asked for
+        # `to_ask != 0` as a register: the request's `valid`, and so the memory bus's
+        # arbiter, starts at a flip-flop rather than behind a 32-bit comparison (the
+        # comparison, the arbiter across the die and back into the count was the
+        # `ecp5` chip's slowest path; docs/boards.md, step 32)
+        self.asking = Signal()
         self.to_give = Signal(32)  # words not yet delivered through `o`
         super().__init__({
             "mem": Out(ReadChannel(addr_width, mem_width)),
@@ -125,12 +130,12 @@ class StreamReader(wiring.Component):
         m = Module()
         m.submodules.fifo = fifo = self.fifo
         addr = Signal(self.addr_width)
-        to_ask, to_give, inflight = self.to_ask, self.to_give, self.inflight
+        to_ask, to_give, inflight, asking = self.to_ask, self.to_give, self.inflight, self.asking
         ask = self.mem.req.valid & self.mem.req.ready
         got = self.mem.resp.valid
         m.d.comb += [
             self.mem.req.payload.eq(addr),
-            self.mem.req.valid.eq((to_ask != 0) & (fifo.level + inflight < self.depth)),
+            self.mem.req.valid.eq(asking & (fifo.level + inflight < self.depth)),
             fifo.w_data.eq(self.mem.resp.payload), fifo.w_en.eq(got),
             fifo.r_en.eq(~self.o.valid | self.o.ready),
             self.done.eq(to_give == 0),
@@ -143,10 +148,11 @@ class StreamReader(wiring.Component):
         m.d.sync += inflight.eq(inflight + ask - got)
         with m.If(self.ctrl.start):
             m.d.sync += [addr.eq(self.ctrl.base), to_ask.eq(self.ctrl.count),
-                         to_give.eq(self.ctrl.count)]
+                         to_give.eq(self.ctrl.count), asking.eq(self.ctrl.count != 0)]
         with m.Else():
             with m.If(ask):
-                m.d.sync += [addr.eq(addr + 1), to_ask.eq(to_ask - 1)]
+                m.d.sync += [addr.eq(addr + 1), to_ask.eq(to_ask - 1),
+                             asking.eq(to_ask != 1)]
             with m.If(self.o.valid & self.o.ready):
                 m.d.sync += to_give.eq(to_give - 1)
         return m

@@ -155,6 +155,7 @@ def stream_reader(m, first):
     m.d.comb += [Assert(~r.mem.resp.valid | r.fifo.w_rdy, "room_for_every_word"),
                  Assert(r.inflight == answer, "one_word_in_flight_a_cycle"),
                  Assert(r.fifo.level + r.inflight <= 3, "reserved_room"),
+                 Assert(r.asking == (r.to_ask != 0), "asking_while_words_to_ask"),
                  Assert(r.to_give == r.to_ask + r.inflight + r.fifo.level + r.o.valid,
                         "words_conserved")]
     stream_rules(m, r.mem.req, first, Assert, "req")

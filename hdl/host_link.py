@@ -63,7 +63,7 @@ from mixgcn.hdl.memport import (
     WriteChannel,
 )
 from mixgcn.hdl.router import RouterError
-from mixgcn.hdl.timing import output_register
+from mixgcn.hdl.timing import SkidBuffer, output_register
 from mixgcn.hdl.uart import UARTReceiver, UARTTransmitter
 
 __all__ = ["ADDRESS_BYTES", "COUNTER_BYTES", "HostLink", "LinkLayouts", "LinkedChip",
@@ -610,10 +610,20 @@ class HostLink(wiring.Component):
         m.submodules.executor = ex = self.executor
         m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx)]
         wiring.connect(m, rx.bytes, frames_in.bytes)
-        wiring.connect(m, frames_in.header, ex.request)
-        wiring.connect(m, frames_in.payload, ex.request_payload)
-        wiring.connect(m, ex.answer, frames_out.header)
-        wiring.connect(m, ex.answer_payload, frames_out.payload)
+        # the frames meet the executor through skid buffers (hdl/timing.py): each
+        # side's `ready` is then a flip-flop, so the executor's decisions do not reach
+        # into the frame receiver's byte count and buffer (the link top's slowest path
+        # beside the `ecp5` chip, docs/boards.md). The streams run at the serial port's
+        # rate, so the cycle each buffer adds costs nothing.
+        buffered = []
+        for name, source, sink in (("request", frames_in.header, ex.request),
+                                   ("request_payload", frames_in.payload, ex.request_payload),
+                                   ("answer", ex.answer, frames_out.header),
+                                   ("answer_payload", ex.answer_payload, frames_out.payload)):
+            m.submodules[f"{name}_buffer"] = buf = SkidBuffer(source.payload.shape())
+            wiring.connect(m, source, buf.i)
+            wiring.connect(m, buf.o, sink)
+            buffered.append(buf.o.valid)
         wiring.connect(m, frames_out.bytes, tx.bytes)
         for name in self.signature.members:
             if name in ("rx", "tx", "busy"):
@@ -626,8 +636,9 @@ class HostLink(wiring.Component):
                 wiring.connect(m, theirs, wiring.flipped(mine))
             else:
                 wiring.connect(m, wiring.flipped(mine), theirs)
+        # a word in a buffer is work not yet done (a spare word sits only behind one)
         m.d.comb += self.busy.eq(rx.busy | frames_in.busy | ex.busy | frames_out.busy
-                                 | tx.busy)
+                                 | tx.busy | Cat(*buffered).any())
         return m
 
 

@@ -434,3 +434,67 @@ def test_status_block_is_one_cycles_values():
         assert block[-1] == 1  # idle, no router error
         seen.append(t)
     assert start <= seen[0] < seen[1]
+
+
+def _uart_bytes(line: list[int], divisor: int) -> bytes:
+    """The bytes on a serial line sampled once a cycle (``divisor`` cycles a bit),
+    each bit read in its middle; a byte cut off at the end is left out."""
+    out, i = [], 0
+    while i < len(line):
+        if line[i]:
+            i += 1
+            continue
+        middles = [i + divisor // 2 + k * divisor for k in range(1, 10)]
+        if middles[-1] >= len(line):
+            break
+        assert line[middles[-1]] == 1, f"no stop bit after the byte starting at cycle {i}"
+        out.append(sum(line[t] << k for k, t in enumerate(middles[:8])))
+        i = middles[-1]
+    return bytes(out)
+
+
+def test_host_link_is_busy_until_its_answer_is_sent():
+    """The simulated board runs its clock only while the link says ``busy``
+    (sim/board), so from a request's last stop bit until its answer's last, ``busy``
+    must not fall for a single cycle. Requests without a payload are the tightest case:
+    the header is the frame's last word, and the frame receiver is done once a buffer
+    has taken it."""
+    from mixgcn.gen.config import CHIP_PRESETS
+    from mixgcn.hdl.frames import REQUEST_SYNC, RESPONSE_SYNC, Op, Status
+    from mixgcn.hdl.host_link import HostLink
+    from mixgcn.host.link import FrameReader, encode
+
+    divisor = 4
+    dut = HostLink(CHIP_PRESETS["micro"], divisor)
+    damaged = bytearray(encode(REQUEST_SYNC, 2, Op.STATUS))
+    damaged[-1] ^= 0x10  # a bit of the CRC
+    requests = [(encode(REQUEST_SYNC, 1, Op.STATUS), 1, Status.OK),
+                (bytes(damaged), 2, Status.BAD_CHECKSUM),
+                (encode(REQUEST_SYNC, 3, 0x7F), 3, Status.BAD_OP)]
+    answers = []
+
+    async def tb(ctx):
+        ctx.set(dut.idle, 1)
+        reader = FrameReader(RESPONSE_SYNC)
+        for frame, seq, status in requests:
+            line = []
+            for byte in frame:
+                for bit in (0, *((byte >> k) & 1 for k in range(8)), 1):
+                    ctx.set(dut.rx, bit)
+                    for _ in range(divisor):
+                        line.append(ctx.get(dut.tx))
+                        await ctx.tick()
+            while ctx.get(dut.busy):
+                line.append(ctx.get(dut.tx))
+                await ctx.tick()
+                assert len(line) < 100_000, "busy never fell"
+            frames = reader.feed(_uart_bytes(line, divisor))
+            assert [(f.seq, f.kind) for f in frames] == [(seq, status)], \
+                f"busy fell {len(line)} cycles in, with the answer to seq {seq} not all sent"
+            answers.append(frames[0])
+            for _ in range(20 * divisor):  # and nothing more comes
+                assert ctx.get(dut.tx) == 1 and not ctx.get(dut.busy)
+                await ctx.tick()
+
+    _run(dut, tb)
+    assert len(answers) == 3 and len(answers[0].payload) == dut.executor.layouts.block_bytes

@@ -165,10 +165,11 @@ class AggregationPipeline(wiring.Component):
     leaves on ``feed`` toward the output stage.
 
     A beat from ``csr`` first waits in a register (``held``), which takes it while
-    ``active`` once every row it gathers is loaded (while the loader is ``filling``
-    this bank: ``col < loaded``; ``loaded`` only grows, so the check stays true). The
-    comparison thus ends at a register, not in the handshake: on an FPGA it was the
-    slowest path of the small chip. The held beat is taken (``accept``) when its mask
+    ``active``. ``rows_in``, a register beside it, says every row it gathers is loaded
+    (while the loader is ``filling`` this bank: ``col < loaded``; ``loaded`` only grows,
+    so the check stays true). The comparison thus ends at a register, in no handshake:
+    on an FPGA it was the slowest path of the small chip, and later of the `ecp5` one.
+    The held beat is taken (``accept``) once its rows are in, its mask
     (for a row-ending beat with ``mask_en``) is there and, for a row-ending beat, the
     output path has ``credit`` (``commit`` spends it; ``row`` marks the beat that ends
     a row). A new beat enters ``held`` in the cycle the last one is accepted, but for
@@ -211,6 +212,7 @@ class AggregationPipeline(wiring.Component):
         })
         # the beat waiting to be accepted, and whether there is one (for the proofs)
         self.beat, self.held = Signal(layouts.csr_layout), Signal()
+        self.rows_in = Signal()  # the held beat's rows are loaded (or not being loaded)
         # the partial sums' read (used or not) and write rows, and the command's row a
         # beat ends (for the proofs)
         rows = range(max(c.partial_rows, 1))
@@ -222,21 +224,29 @@ class AggregationPipeline(wiring.Component):
         L, E = c.lanes, c.edges
         m = Module()
         arriving = self.csr.payload
-        loaded = Cat(*((e >= arriving.count) | (arriving.col[e] < self.loaded)
-                       for e in range(E))).all()
-        beat, held = self.beat, self.held
+        beat, held, rows_in = self.beat, self.held, self.rows_in
+
+        def rows_loaded(b):
+            return ~self.filling | Cat(*((e >= b.count) | (b.col[e] < self.loaded)
+                                         for e in range(E))).all()
         # not past the command's last row: the next command's beats are checked in its
         # own context (its bank, its fill)
         ends = beat.last & self.final
-        m.d.comb += self.csr.ready.eq(self.active & (~held | (self.accept & ~ends))
-                                      & (~self.filling | loaded))
+        m.d.comb += self.csr.ready.eq(self.active & (~held | (self.accept & ~ends)))
+        # whether the held beat's rows are all loaded: a register beside the beat, set
+        # as it comes and checked again each cycle it waits. The comparison is in no
+        # handshake: in `ready` it reached back into the CSR reader's FIFO, the slowest
+        # path of the `ecp5` chip behind its host link (docs/boards.md, step 33). A beat
+        # whose rows are loaded in cycle t is still accepted at t + 1 at the soonest.
         with m.If(self.csr.valid & self.csr.ready):
-            m.d.sync += [beat.eq(arriving), held.eq(1)]
-        with m.Elif(self.accept):
-            m.d.sync += held.eq(0)
+            m.d.sync += [beat.eq(arriving), held.eq(1), rows_in.eq(rows_loaded(arriving))]
+        with m.Else():
+            m.d.sync += rows_in.eq(rows_loaded(beat))
+            with m.If(self.accept):
+                m.d.sync += held.eq(0)
 
         need_mask = self.mask_en & beat.last
-        inputs_ok = held & (~need_mask | self.mask.valid)
+        inputs_ok = held & rows_in & (~need_mask | self.mask.valid)
         room = ~beat.last | self.credit | self.keep
         m.d.comb += [self.accept.eq(self.active & inputs_ok & room),
                      self.waiting.eq(inputs_ok & ~room), self.row.eq(self.accept & beat.last),

@@ -293,7 +293,7 @@ def sparse_engine(m, first):
                         "load_fits_its_bank"),
                  Assert(~loader.busy | (loader.more == (loader.left != 0)), "more_is_left"),
                  Assert(~pipe.held | pipe.active, "held_beat_is_running"),
-                 Assert(~(pipe.held & pipe.filling) | Cat(
+                 Assert(~(pipe.held & pipe.rows_in & pipe.filling) | Cat(
                      (e >= beat.count) | (beat.col[e] < pipe.loaded)
                      for e in range(_TINY.sae.edges)).all(), "held_beat_is_loaded")]
     # and its partial sums: the row whose kept sum is read (to be added) is never the

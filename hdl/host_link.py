@@ -221,6 +221,15 @@ class RequestExecutor(wiring.Component):
         m.submodules.descs = descs = memory.Memory(shape=lay.desc_layout.size,
                                                     depth=ll.max_batch, init=[])
         dw_port, dr_port = descs.write_port(), descs.read_port()
+        # a descriptor is written a cycle after it is whole, from registers that drive
+        # nothing else: the gathering's flags then stay beside the state machine (when
+        # they drove the write enable, the `ecp5` link top's slowest path ran from the
+        # state machine to the block RAM and back, docs/boards.md)
+        desc_write, desc_write_word = Signal(), Signal(lay.desc_layout.size)
+        desc_write_at = Signal(range(ll.max_batch))
+        m.d.comb += [dw_port.addr.eq(desc_write_at), dw_port.data.eq(desc_write_word),
+                     dw_port.en.eq(desc_write)]
+        m.d.sync += desc_write.eq(0)
 
         head = Signal(RequestHeader)
         kept_seq, kept_valid = Signal(8), Signal()
@@ -500,19 +509,21 @@ class RequestExecutor(wiring.Component):
                 with m.Else():
                     take_into(word_in)
             with m.State("gather"):  # a RUN's descriptors into the descriptor memory
-                m.d.comb += [dw_port.addr.eq(index), dw_port.data.eq(desc_in),
-                             dw_port.en.eq(desc_full)]
                 with m.If(desc_full):
                     set_got(0)
                     m.d.sync += [index.eq(index + 1),
-                                 run_length.eq(run_length + ll.status_bytes)]
+                                 run_length.eq(run_length + ll.status_bytes),
+                                 desc_write.eq(1), desc_write_at.eq(index),
+                                 desc_write_word.eq(desc_in)]
                     with m.If(none_left):
                         m.d.sync += [batch.eq(index + 1), index.eq(0), offered.eq(0),
                                      elapsed.eq(0), have.eq(0), running.eq(1),
                                      ans_addr.eq(ll.block_bytes)]
-                        m.next = "run"
+                        m.next = "gathered"
                 with m.Else():
                     take_into(desc_in)
+            with m.State("gathered"):  # the last descriptor is written in this cycle
+                m.next = "run"
             with m.State("run"):
                 # descriptors offered one a cycle (read ahead from their memory), status
                 # records written into the answer as they come; the batch's cycles run

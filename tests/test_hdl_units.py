@@ -498,3 +498,69 @@ def test_host_link_is_busy_until_its_answer_is_sent():
 
     _run(dut, tb)
     assert len(answers) == 3 and len(answers[0].payload) == dut.executor.layouts.block_bytes
+
+
+@pytest.mark.parametrize("batch", [1, 2, 5])
+def test_run_offers_each_descriptor_as_sent(batch):
+    """A RUN's descriptors are gathered into a memory, then offered to the chip: each
+    must come out as its bytes went in, in order, whatever the batch's size (one
+    descriptor is written in the cycle before the batch starts, and read at once), and
+    the answer must carry the status records as the chip gave them."""
+    from mixgcn.gen.config import CHIP_PRESETS
+    from mixgcn.hdl.frames import Op, Status
+    from mixgcn.hdl.host_link import RequestExecutor
+
+    dut = RequestExecutor(CHIP_PRESETS["micro"])
+    ll = dut.layouts
+    rng = np.random.default_rng(batch)
+    descs = [int.from_bytes(rng.bytes(ll.desc_bytes), "little")
+             % (1 << ll.chip.desc_layout.size) for _ in range(batch)]
+    records = [int.from_bytes(rng.bytes(ll.status_bytes), "little")
+               % (1 << ll.chip.status_layout.size) for _ in range(batch)]
+    offered = []
+
+    async def chip(ctx):
+        while len(offered) < batch:
+            ready = int(rng.random() < 0.6)
+            ctx.set(dut.desc.ready, ready)
+            valid, word = ctx.get(dut.desc.valid), ctx.get(dut.desc.payload.as_value())
+            await ctx.tick()
+            if ready and valid:
+                offered.append(word)
+                ctx.set(dut.desc.ready, 0)  # while its status record is handed back
+                ctx.set(dut.status.payload.as_value(), records[len(offered) - 1])
+                ctx.set(dut.status.valid, 1)
+                await ctx.tick().until(dut.status.ready)
+                ctx.set(dut.status.valid, 0)
+        ctx.set(dut.desc.ready, 0)
+
+    async def host(ctx):
+        ctx.set(dut.idle, 1)
+        payload = b"".join(d.to_bytes(ll.desc_bytes, "little") for d in descs)
+        ctx.set(dut.request.payload, {"seq": 7, "kind": Op.RUN, "length": len(payload)})
+        ctx.set(dut.request.valid, 1)
+        await ctx.tick().until(dut.request.ready)
+        ctx.set(dut.request.valid, 0)
+        for byte in payload:
+            ctx.set(dut.request_payload.payload, byte)
+            ctx.set(dut.request_payload.valid, 1)
+            await ctx.tick().until(dut.request_payload.ready)
+        ctx.set(dut.request_payload.valid, 0)
+        ctx.set(dut.answer.ready, 1)
+        head = (await ctx.tick().sample(dut.answer.payload).until(dut.answer.valid))[0]
+        ctx.set(dut.answer.ready, 0)
+        assert (head.seq, head.kind) == (7, Status.OK)
+        assert head.length == ll.block_bytes + batch * ll.status_bytes
+        body = []
+        ctx.set(dut.answer_payload.ready, 1)
+        while len(body) < head.length:
+            valid, byte = ctx.get(dut.answer_payload.valid), ctx.get(dut.answer_payload.payload)
+            await ctx.tick()
+            if valid:
+                body.append(byte)
+        got = [int.from_bytes(bytes(body[at:at + ll.status_bytes]), "little")
+               for at in range(ll.block_bytes, len(body), ll.status_bytes)]
+        assert got == records
+
+    _run(dut, chip, host, deadline=PERIOD * 20_000)
+    assert offered == descs

@@ -382,9 +382,13 @@ MUTANTS = [
            (f"{_BOARD}::test_words_written_are_read_back_under_memory_stalls",),
            "the answer's shift register counts itself empty a byte early (each word's or "
            "record's last byte is never written)"),
+    Mutant("link-gathered", "hdl/host_link.py", 'm.next = "gathered"', 'm.next = "run"',
+           (f"{_UNITS}::test_run_offers_each_descriptor_as_sent",),
+           "a RUN starts in the cycle its last descriptor is written, and a batch of one "
+           "offers what its memory held before"),
     Mutant("link-buffer-busy", "hdl/host_link.py", "| tx.busy | Cat(*buffered).any())",
            "| tx.busy)",
-           ("tests/test_hdl_units.py::test_host_link_is_busy_until_its_answer_is_sent",),
+           (f"{_UNITS}::test_host_link_is_busy_until_its_answer_is_sent",),
            "the link counts itself idle while a request's header waits in the buffer "
            "before the executor (the simulated board stops its clock mid-request)"),
 ]

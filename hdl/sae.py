@@ -58,7 +58,7 @@ from mixgcn.hdl.output_stage import (
     engine_status_members,
     output_layout,
 )
-from mixgcn.hdl.timing import collision_free_memory, copy
+from mixgcn.hdl.timing import collision_free_memory, copy, input_buffer
 
 __all__ = ["AggregationPipeline", "FeatureLoader", "Gather", "SAELayouts", "SAEOp",
            "SparseAggregationEngine"]
@@ -441,7 +441,11 @@ class SparseAggregationEngine(wiring.Component, SAELayouts):
         m.submodules.pipe = pipe = self.pipe
         m.submodules.counters = counters = ActivityCounters(c.counter_width)
         wiring.connect(m, wiring.flipped(self.x), loader.x)
-        wiring.connect(m, wiring.flipped(self.csr), pipe.csr)
+        # the CSR beats through a skid buffer (hdl/timing.py): the pipeline's `ready`
+        # depends on its held beat, credit and mask, and it reached the CSR reader's
+        # FIFO across the die (the `ecp5` chip's slowest path behind its host link,
+        # docs/boards.md, step 34); the buffer's `ready` is a flip-flop
+        wiring.connect(m, input_buffer(m, "csr", self.csr), pipe.csr)
         wiring.connect(m, wiring.flipped(self.mask), pipe.mask)
         # the loader's writes reach the buffer a cycle later, from registers (the row,
         # a word a lane, an enable a bank), so no path runs from the loader's handshake

@@ -372,6 +372,24 @@ def test_constant_divider_matches_python(divisor):
     _run(dut, tb)
 
 
+async def _execute(ctx, dut, seq, kind, payload=b""):
+    """A request (header, then payload bytes) into a :class:`RequestExecutor`; its
+    answer's header."""
+    ctx.set(dut.request.payload, {"seq": seq, "kind": kind, "length": len(payload)})
+    ctx.set(dut.request.valid, 1)
+    await ctx.tick().until(dut.request.ready)
+    ctx.set(dut.request.valid, 0)
+    for byte in payload:
+        ctx.set(dut.request_payload.payload, byte)
+        ctx.set(dut.request_payload.valid, 1)
+        await ctx.tick().until(dut.request_payload.ready)
+    ctx.set(dut.request_payload.valid, 0)
+    ctx.set(dut.answer.ready, 1)
+    head = (await ctx.tick().sample(dut.answer.payload).until(dut.answer.valid))[0]
+    ctx.set(dut.answer.ready, 0)
+    return head
+
+
 def test_status_block_is_one_cycles_values():
     """The link's STATUS block is written into its answer a byte a cycle while the
     chip's cycle counter runs on: every counter of it must come from the same cycle.
@@ -399,13 +417,7 @@ def test_status_block_is_one_cycles_values():
     async def host(ctx):
         ctx.set(dut.idle, 1)
         for seq in (1, 2):
-            ctx.set(dut.request.payload, {"seq": seq, "kind": Op.STATUS, "length": 0})
-            ctx.set(dut.request.valid, 1)
-            await ctx.tick().until(dut.request.ready)
-            ctx.set(dut.request.valid, 0)
-            ctx.set(dut.answer.ready, 1)
-            head = (await ctx.tick().sample(dut.answer.payload).until(dut.answer.valid))[0]
-            ctx.set(dut.answer.ready, 0)
+            head = await _execute(ctx, dut, seq, Op.STATUS)
             assert (head.seq, head.kind, head.length) == (seq, Status.OK, ll.block_bytes)
             body = []
             while len(body) < ll.block_bytes:
@@ -537,18 +549,7 @@ def test_run_offers_each_descriptor_as_sent(batch):
     async def host(ctx):
         ctx.set(dut.idle, 1)
         payload = b"".join(d.to_bytes(ll.desc_bytes, "little") for d in descs)
-        ctx.set(dut.request.payload, {"seq": 7, "kind": Op.RUN, "length": len(payload)})
-        ctx.set(dut.request.valid, 1)
-        await ctx.tick().until(dut.request.ready)
-        ctx.set(dut.request.valid, 0)
-        for byte in payload:
-            ctx.set(dut.request_payload.payload, byte)
-            ctx.set(dut.request_payload.valid, 1)
-            await ctx.tick().until(dut.request_payload.ready)
-        ctx.set(dut.request_payload.valid, 0)
-        ctx.set(dut.answer.ready, 1)
-        head = (await ctx.tick().sample(dut.answer.payload).until(dut.answer.valid))[0]
-        ctx.set(dut.answer.ready, 0)
+        head = await _execute(ctx, dut, 7, Op.RUN, payload)
         assert (head.seq, head.kind) == (7, Status.OK)
         assert head.length == ll.block_bytes + batch * ll.status_bytes
         body = []

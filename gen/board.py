@@ -504,7 +504,7 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int,
     :class:`~mixgcn.hdl.board.BoardTop` (scan pins, and link pins); the top and
     amaranth's build plan (the files and the tools' commands), nothing run yet."""
     from mixgcn.hdl.host_link import LinkedChip
-    from mixgcn.hdl.timing import YOSYS_KEEP_APART, relax_collisions
+    from mixgcn.hdl.timing import YOSYS_KEEP_APART, YOSYS_ONE_HOT, relax_collisions
 
     platform = _platform(board)
     if isinstance(design, LinkedChip):
@@ -515,13 +515,14 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int,
     # nextpnr's default router (router1): router2 never converged on the `ecp5` chip
     # (thousands of overused wires after an hour), router1 routes it in about 20
     # minutes and gave `micro` a faster result too; --timing-allow-fail: a missed target
-    # is reported. The engines' copies of control registers stay apart
-    # (mixgcn.hdl.timing).
+    # is reported. The engines' copies of control registers stay apart, and the state
+    # machines named for it are built one-hot (mixgcn.hdl.timing).
     opts = "--timing-allow-fail --report top.report.json"
     if seed is not None:
         opts += f" --seed {seed}"
     plan = platform.build(top, name="top", do_build=False, synth_opts=synth,
-                          script_after_read=f"{YOSYS_HIDE_INDEXED}\n{YOSYS_KEEP_APART}",
+                          script_after_read="\n".join((YOSYS_HIDE_INDEXED, YOSYS_KEEP_APART,
+                                                        YOSYS_ONE_HOT)),
                           nextpnr_opts=opts)
     # reads of collision-free memories may return anything when their address is
     # written in the same cycle: no logic after the block RAMs to make them old

@@ -63,7 +63,7 @@ from mixgcn.hdl.memport import (
     WriteChannel,
 )
 from mixgcn.hdl.router import RouterError
-from mixgcn.hdl.timing import SkidBuffer, output_register
+from mixgcn.hdl.timing import SkidBuffer, one_hot, output_register
 from mixgcn.hdl.uart import UARTReceiver, UARTTransmitter
 
 __all__ = ["ADDRESS_BYTES", "COUNTER_BYTES", "HostLink", "LinkLayouts", "LinkedChip",
@@ -225,16 +225,23 @@ class RequestExecutor(wiring.Component):
         # nothing else: the gathering's flags then stay beside the state machine (when
         # they drove the write enable, the `ecp5` link top's slowest path ran from the
         # state machine to the block RAM and back, docs/boards.md)
-        desc_write, desc_write_word = Signal(), Signal(lay.desc_layout.size)
+        desc_write = Signal()
+        desc_write_word = Signal(lay.desc_layout.size)
         desc_write_at = Signal(range(ll.max_batch))
         m.d.comb += [dw_port.addr.eq(desc_write_at), dw_port.data.eq(desc_write_word),
                      dw_port.en.eq(desc_write)]
         m.d.sync += desc_write.eq(0)
 
         head = Signal(RequestHeader)
-        kept_seq, kept_valid = Signal(8), Signal()
-        send_seq, send_kind, send_len = Signal(8), Signal(8), Signal(16)
-        kept_kind, kept_len = Signal(8), Signal(16)
+        # (signals declared one to a line: amaranth names only those, and the tools'
+        # timing reports speak of them by name)
+        kept_seq = Signal(8)
+        kept_valid = Signal()
+        send_seq = Signal(8)
+        send_kind = Signal(8)
+        send_len = Signal(16)
+        kept_kind = Signal(8)
+        kept_len = Signal(16)
         keep = Signal()  # the answer being built becomes the kept one
 
         # payload bytes in: shift registers filled from the top, little-endian
@@ -243,7 +250,8 @@ class RequestExecutor(wiring.Component):
         left = Signal(16)  # payload bytes still to take
         # whether ``left`` is 0 or 1, kept in registers beside it: the checks of a byte
         # taken look at these, not at a 16-bit comparison (hdl/timing.py's reason)
-        none_left, one_left = Signal(), Signal()
+        none_left = Signal()
+        one_left = Signal()
 
         def count_down():
             m.d.sync += [left.eq(left - 1), none_left.eq(one_left), one_left.eq(left == 2)]
@@ -255,7 +263,8 @@ class RequestExecutor(wiring.Component):
         # a whole memory word / descriptor gathered (got == its bytes): registers beside
         # the count, as they steer the gathering registers' loads (a comparison in front
         # of them was the link top's slowest path)
-        word_full, desc_full = Signal(), Signal()
+        word_full = Signal()
+        desc_full = Signal()
 
         def set_got(value):
             m.d.sync += [got.eq(value), word_full.eq(value == ll.mem_bytes),
@@ -279,7 +288,8 @@ class RequestExecutor(wiring.Component):
         # bytes out into the answer memory: a memory word or a status record through a
         # shift register emptied from the bottom, or the status block (below)
         ser_width = 8 * max(ll.mem_bytes, ll.status_bytes)
-        ser, ser_left = Signal(ser_width), Signal(range(ser_width // 8 + 1))
+        ser = Signal(ser_width)
+        ser_left = Signal(range(ser_width // 8 + 1))
         ser_empty = Signal(init=1)  # ser_left == 0, a register: it steers the loads below
         ans_addr = Signal(range(MAX_PAYLOAD + 1))
         with m.If(~ser_empty):
@@ -341,7 +351,8 @@ class RequestExecutor(wiring.Component):
         # "run"), chosen from registers: flags beside the FSM's state, as every bit of
         # the register chooses among its sources (from the state's decoding through the
         # choice into all its bits was the link top's slowest path, docs/boards.md)
-        reading, running = Signal(), Signal()
+        reading = Signal()
+        running = Signal()
         load_word = reading & have & self.read.resp.valid
         load_record = running & status_in.r_rdy & ser_free
         m.d.comb += status_in.r_en.eq(running & ser_free)
@@ -365,7 +376,9 @@ class RequestExecutor(wiring.Component):
         m.submodules.per_desc = per_desc = ConstantDivider(16, ll.desc_bytes)
         more_than_address = Signal()
 
-        with m.FSM() as fsm:
+        # one-hot on the board (mixgcn.hdl.timing): each state a flip-flop, so a test of
+        # the state is no logic before what it steers
+        with m.FSM(name=one_hot("request")) as fsm:
             with m.State("idle"):
                 m.d.comb += self.request.ready.eq(ser_free)
                 with m.If(self.request.valid & ser_free):

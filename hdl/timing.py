@@ -41,6 +41,19 @@ memory from :func:`collision_free_memory` says so (:data:`COLLISION_FREE`), and 
 board flow tells yosys that such a read may return anything
 (:func:`relax_collisions`: ``COLLISION_X_MASK`` on its read ports). Simulation and
 ``make verilog`` keep amaranth's semantics, a refinement of "anything".
+
+**One-hot state machines.** amaranth numbers a state machine's states in a binary
+register, so every test of a state is a comparison of that register, and a state
+machine that steers much (the host link's request executor, 24 states) spreads it
+over many LUTs placed near what they steer: on the `ecp5` link top, paths from that
+register across the die to the machine's own flags were the slowest of the build.
+yosys would give each state a flip-flop of its own, but refuses a register with an
+initial value (every amaranth register has one). A machine named by :func:`one_hot`
+is marked for it by :data:`YOSYS_ONE_HOT`, which the board flow runs after reading the
+design; the initial value then goes (yosys warns), which is safe on the boards, whose
+reset is held from configuration until the clock's PLL locks
+(:func:`mixgcn.hdl.board.ecp5_clock`). Simulation and ``make verilog`` see amaranth's
+binary state register.
 """
 
 from __future__ import annotations
@@ -51,9 +64,9 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["COLLISION_FREE", "KEEP_APART", "YOSYS_KEEP_APART", "BlockRamFifo", "SkidBuffer",
-           "collision_free_memory", "copy", "input_buffer", "output_register",
-           "relax_collisions"]
+__all__ = ["COLLISION_FREE", "KEEP_APART", "ONE_HOT", "YOSYS_KEEP_APART", "YOSYS_ONE_HOT",
+           "BlockRamFifo", "SkidBuffer", "collision_free_memory", "copy", "input_buffer",
+           "one_hot", "output_register", "relax_collisions"]
 
 KEEP_APART = "mixgcn_keep_apart"
 
@@ -64,6 +77,17 @@ YOSYS_KEEP_APART = f"setattr -set keep 1 a:{KEEP_APART} %ci:+[Q]"
 def copy(shape, *, name: str) -> Signal:
     """A signal of ``shape`` for a register, marked to be kept apart from its twins."""
     return Signal(shape, name=name, attrs={KEEP_APART: 1})
+
+
+ONE_HOT = "_one_hot"
+
+# amaranth names a state machine's register "<its name>_state"
+YOSYS_ONE_HOT = f'setattr -set fsm_encoding "one-hot" w:*{ONE_HOT}_state'
+
+
+def one_hot(name: str) -> str:
+    """The name for a state machine (``m.FSM(name=...)``) the board flow builds one-hot."""
+    return f"{name}{ONE_HOT}"
 
 
 COLLISION_FREE = "mixgcn_collision_free"

@@ -12,7 +12,7 @@ import subprocess
 from types import SimpleNamespace
 
 import pytest
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Signal, Value
 from amaranth.back import rtlil
 from amaranth.hdl import Fragment
 from amaranth.lib import io, memory, wiring
@@ -27,7 +27,13 @@ from mixgcn.hdl.chip import Chip
 from mixgcn.hdl.dce import DenseCombinationEngine
 from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.system import SystemNode
-from mixgcn.hdl.timing import YOSYS_KEEP_APART, collision_free_memory, relax_collisions
+from mixgcn.hdl.host_link import RequestExecutor
+from mixgcn.hdl.timing import (
+    YOSYS_KEEP_APART,
+    YOSYS_ONE_HOT,
+    collision_free_memory,
+    relax_collisions,
+)
 from mixgcn.host.cli import main
 
 REPORT_KEYS = {"board", "device", "chips", "chip", "lut4", "ff", "dsp", "bram", "fmax_mhz",
@@ -314,6 +320,29 @@ def test_the_mac_cells_keep_their_own_control_registers(tmp_path, keep_apart):
         bits = {tuple(n["bits"]) for name, n in nets.items()
                 if ".mac" in name and name.endswith(f".{copy}")}
         assert len(bits) == (4 if keep_apart else 1), (copy, bits)
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_the_request_executor_is_built_one_hot(tmp_path, marked):
+    """The link's request executor has a flip-flop per state once synthesised through
+    the board flow's script (mixgcn.hdl.timing): yosys recodes its state register,
+    which it leaves binary (amaranth's) without the mark. The flow's script carries the
+    mark."""
+    _, plan = board_plan(BOARDS["ulx3s-85f"], board_flow.linked_design(
+        CHIP_PRESETS["micro"], BOARDS["ulx3s-85f"], 100.0, 3_000_000), mhz=100.0, chips=1)
+    script = plan.files["top.ys"]
+    assert script.index(YOSYS_ONE_HOT) < script.index("synth_ecp5")
+    executor = RequestExecutor(CHIP_PRESETS["micro"])
+    ports = [Value.cast(v) for _, _, v in executor.signature.flatten(executor)]
+    ports = [v for v in ports if isinstance(v, Signal)]  # not the constant `ready`s
+    (tmp_path / "top.il").write_text(rtlil.convert(executor, name="top", ports=ports))
+    mark = f"{YOSYS_ONE_HOT}; " if marked else ""
+    subprocess.run([board_flow._tool("yosys"), "-q", "-p",
+                    f"read_rtlil top.il; {mark}synth_ecp5 -top top; write_json top.json"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    nets = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["netnames"]
+    state = nets["request_one_hot_state"]["bits"]
+    assert len(state) == (24 if marked else 5)  # its 24 states
 
 
 def test_an_ecp5_multiplier_is_one_dsp_block_holding_its_registers(tmp_path):

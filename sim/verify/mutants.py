@@ -321,6 +321,9 @@ MUTANTS = [
     Mutant("keep-apart", "hdl/timing.py", "%ci:+[Q]", "%ci:+[D]",
            ("tests/test_board.py::test_the_mac_cells_keep_their_own_control_registers",),
            "the board flow no longer keeps the control copies' flip-flops apart"),
+    Mutant("one-hot", "hdl/timing.py", 'w:*{ONE_HOT}_state', 'w:*{ONE_HOT}_status',
+           ("tests/test_board.py::test_the_request_executor_is_built_one_hot",),
+           "the board flow's mark misses the state machines named for it (built binary)"),
     # the simulation's memory model (its profiles are what cycle counts assume)
     Mutant("memory-burst-turn", "sim/chip/mixgcn_memory.v",
            "                            next_turn = CW'(c);",

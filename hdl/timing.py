@@ -144,24 +144,46 @@ class SkidBuffer(wiring.Component):
     """A two-word skid buffer: ``o`` offers the words ``i`` took, in order, one cycle
     later, at full rate, and ``i.ready`` is a flip-flop. The first word sits in the
     output register; a word that arrives while it is held waits in ``spare``, and
-    ``i.ready`` falls until that one has moved on."""
+    ``i.ready`` falls until that one has moved on.
+
+    The words' registers take their enables from copies of the two flags
+    (``o_valid_copy``, ``spare_valid_copy``: flip-flops loaded with the flags' next
+    values, so always equal to them from a cycle on; :func:`copy`). A wide buffer's
+    registers sit by the logic that reads its words, its flags by the logic that
+    decides ``o.ready``, and with one shared enable yosys made one LUT for both —
+    placed by the words, so the consumer's ``ready`` crossed the die to it and its
+    output crossed back to the flags in the same cycle (the `ecp5` link top's slowest
+    path, docs/boards.md). The spare register takes the incoming word whenever it is
+    free: it is read only once marked full, in the cycle it took the word it holds.
+    """
 
     def __init__(self, shape):
         super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
         self.spare = Signal(shape)
-        self.spare_valid = Signal()
+        # the flags and their copies, all four marked: yosys would otherwise merge an
+        # unmarked flag into its marked twin
+        self.o_valid_reg = copy(1, name="o_valid_reg")
+        self.spare_valid = copy(1, name="spare_valid")
+        self.o_valid_copy = copy(1, name="o_valid_copy")
+        self.spare_valid_copy = copy(1, name="spare_valid_copy")
 
     def elaborate(self, platform):
         m = Module()
-        i, o, spare, spare_valid = self.i, self.o, self.spare, self.spare_valid
-        m.d.comb += i.ready.eq(~spare_valid)
-        with m.If(~o.valid | o.ready):  # the output register takes a word, if any
-            with m.If(spare_valid):
-                m.d.sync += [o.valid.eq(1), o.payload.eq(spare), spare_valid.eq(0)]
-            with m.Else():
-                m.d.sync += [o.valid.eq(i.valid), o.payload.eq(i.payload)]
-        with m.Elif(i.valid & ~spare_valid):  # held: the arriving word waits beside it
-            m.d.sync += [spare_valid.eq(1), spare.eq(i.payload)]
+        i, o, spare = self.i, self.o, self.spare
+        m.d.comb += [i.ready.eq(~self.spare_valid), o.valid.eq(self.o_valid_reg)]
+        # the flags' next values: the output register takes a word, if any, when it is
+        # empty or its word leaves; otherwise an arriving word waits in the spare
+        take = ~self.o_valid_reg | o.ready
+        o_valid_next = ~take | self.spare_valid | i.valid
+        spare_valid_next = ~take & (self.spare_valid | i.valid)
+        m.d.sync += [self.o_valid_reg.eq(o_valid_next), self.o_valid_copy.eq(o_valid_next),
+                     self.spare_valid.eq(spare_valid_next),
+                     self.spare_valid_copy.eq(spare_valid_next)]
+        # the words, steered by the copies
+        with m.If(~self.o_valid_copy | o.ready):
+            m.d.sync += o.payload.eq(Mux(self.spare_valid_copy, spare, i.payload))
+        with m.If(~self.spare_valid_copy):
+            m.d.sync += spare.eq(i.payload)
         return m
 
 

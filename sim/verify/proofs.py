@@ -62,6 +62,8 @@ def skid_buffer(m, first):
     m.d.comb += Assert(held == buf.o.valid + buf.spare_valid, "words_held")
     m.d.comb += Assert(buf.o.valid | ~buf.spare_valid, "spare_behind_the_output")
     m.d.comb += Assert(buf.i.ready == ~buf.spare_valid, "ready_is_a_register")
+    m.d.comb += Assert((buf.o_valid_copy == buf.o.valid)
+                       & (buf.spare_valid_copy == buf.spare_valid), "copies_agree")
     # the picked word, while held, is the output's (the oldest) or the spare's
     ahead = (pick - left)[:6]
     with m.If((ahead == 0) & buf.o.valid):

@@ -31,6 +31,7 @@ from mixgcn.hdl.host_link import RequestExecutor
 from mixgcn.hdl.timing import (
     YOSYS_KEEP_APART,
     YOSYS_ONE_HOT,
+    SkidBuffer,
     collision_free_memory,
     relax_collisions,
 )
@@ -320,6 +321,36 @@ def test_the_mac_cells_keep_their_own_control_registers(tmp_path, keep_apart):
         bits = {tuple(n["bits"]) for name, n in nets.items()
                 if ".mac" in name and name.endswith(f".{copy}")}
         assert len(bits) == (4 if keep_apart else 1), (copy, bits)
+
+
+def test_a_skid_buffers_words_are_steered_by_copies_of_its_flags(tmp_path):
+    """Through the board flow's yosys command, a skid buffer keeps its two flags and
+    their two copies as four flip-flops, and its output word's enable is a LUT that
+    reads the copy, not the flag (mixgcn.hdl.timing.SkidBuffer: one shared enable was
+    placed by the words, far from the flags)."""
+    buf = SkidBuffer(32)
+    ports = [Value.cast(v) for _, _, v in buf.signature.flatten(buf)]
+    (tmp_path / "top.il").write_text(rtlil.convert(buf, name="top", ports=ports))
+    subprocess.run([board_flow._tool("yosys"), "-q", "-p",
+                    f"read_rtlil top.il; {YOSYS_KEEP_APART}; synth_ecp5 -top top; "
+                    "write_json top.json"], cwd=tmp_path, check=True, capture_output=True)
+    top = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]
+    bit = {n: top["netnames"][n]["bits"][0]
+           for n in ("o_valid_reg", "o_valid_copy", "spare_valid", "spare_valid_copy")}
+    assert len(set(bit.values())) == 4
+    cells = list(top["cells"].values())
+    ffs = [c for c in cells if c["type"] == "TRELLIS_FF"]
+    assert {c["connections"]["Q"][0] for c in ffs} >= set(bit.values())
+    driver = {b: c for c in cells for p, v in c["connections"].items()
+              if c["port_directions"][p] == "output" for b in v}
+    words = set(top["netnames"]["o__payload"]["bits"])
+    enables = {c["connections"]["CE"][0] for c in ffs
+               if c["connections"]["Q"][0] in words and "CE" in c["connections"]}
+    assert len(enables) == 1
+    lut = driver[enables.pop()]
+    inputs = {b for p, v in lut["connections"].items()
+              if lut["port_directions"][p] == "input" for b in v}
+    assert bit["o_valid_copy"] in inputs and bit["o_valid_reg"] not in inputs
 
 
 @pytest.mark.parametrize("marked", [True, False])

@@ -140,6 +140,11 @@ MUTANTS = [
     Mutant("skid-copy-late", "hdl/timing.py", "self.o_valid_copy.eq(o_valid_next)",
            "self.o_valid_copy.eq(o.valid)", (f"{_FORMAL}[skid_buffer]",),
            "the copy that steers an input buffer's output word lags its flag by a cycle"),
+    Mutant("skid-unmarked", "hdl/timing.py", 'self.o_valid_reg = copy(1, name="o_valid_reg")',
+           'self.o_valid_reg = Signal(name="o_valid_reg")',
+           ("tests/test_board.py::test_a_skid_buffers_words_are_steered_by_copies_of_its_flags",),
+           "a skid buffer's output flag unmarked: yosys merges it into its copy, and one "
+           "LUT steers both the flags and the words again"),
     Mutant("fifo-collision", "hdl/timing.py", "w.ready.eq(self.has_room)",
            "w.ready.eq(self.has_room | read)",
            (f"{_FORMAL}[block_ram_fifo]",

@@ -25,9 +25,9 @@ from mixgcn.gen.config import CHIP_PRESETS, FABRIC_PRESETS, SystemConfig
 from mixgcn.hdl.board import ScanBridge, design_bits, ecp5_pll
 from mixgcn.hdl.chip import Chip
 from mixgcn.hdl.dce import DenseCombinationEngine
+from mixgcn.hdl.host_link import RequestExecutor
 from mixgcn.hdl.mac import Multiplier
 from mixgcn.hdl.system import SystemNode
-from mixgcn.hdl.host_link import RequestExecutor
 from mixgcn.hdl.timing import (
     YOSYS_KEEP_APART,
     YOSYS_ONE_HOT,

@@ -266,16 +266,19 @@ class RequestExecutor(wiring.Component):
         word_full = Signal()
         desc_full = Signal()
 
-        def set_got(value):
-            m.d.sync += [got.eq(value), word_full.eq(value == ll.mem_bytes),
-                         desc_full.eq(value == ll.desc_bytes)]
+        def clear_got():
+            m.d.sync += [got.eq(0), word_full.eq(0), desc_full.eq(0)]
 
         def take_into(reg):
             """Take the payload's next byte into the top of ``reg`` (a word's bytes)."""
             m.d.comb += self.request_payload.ready.eq(1)
             with m.If(take):
                 m.d.sync += reg.eq(Cat(reg[8:], byte))
-                set_got(got + 1)
+                # whole once this byte is the last: ``got`` compared before its
+                # increment, so no adder sits in front of the flags (one did on the
+                # `ecp5` link top's slowest path, docs/boards.md)
+                m.d.sync += [got.eq(got + 1), word_full.eq(got == ll.mem_bytes - 1),
+                             desc_full.eq(got == ll.desc_bytes - 1)]
                 count_down()
 
         def drop_payload():
@@ -387,7 +390,7 @@ class RequestExecutor(wiring.Component):
                                  none_left.eq(p.length == 0), one_left.eq(p.length == 1),
                                  ans_addr.eq(0), addr_in.eq(0),
                                  address_end.eq(p.length - (ADDRESS_BYTES - 1))]
-                    set_got(0)
+                    clear_got()
                     with m.If(p.error != FrameError.NONE):
                         answer(Status.BAD_CHECKSUM, kept=False)
                         m.next = "send"  # a damaged frame brings no payload
@@ -515,7 +518,7 @@ class RequestExecutor(wiring.Component):
                                  self.write.wr.payload.data.eq(word_in)]
                     with m.If(self.write.wr.ready):
                         m.d.sync += waddr.eq(waddr + 1)
-                        set_got(0)
+                        clear_got()
                         with m.If(none_left):
                             answer(Status.OK)
                             m.next = "send"
@@ -523,7 +526,7 @@ class RequestExecutor(wiring.Component):
                     take_into(word_in)
             with m.State("gather"):  # a RUN's descriptors into the descriptor memory
                 with m.If(desc_full):
-                    set_got(0)
+                    clear_got()
                     m.d.sync += [index.eq(index + 1),
                                  run_length.eq(run_length + ll.status_bytes),
                                  desc_write.eq(1), desc_write_at.eq(index),

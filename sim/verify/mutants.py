@@ -399,6 +399,11 @@ MUTANTS = [
            (f"{_BOARD}::test_words_written_are_read_back_under_memory_stalls",),
            "the answer's shift register counts itself empty a byte early (each word's or "
            "record's last byte is never written)"),
+    Mutant("link-desc-whole", "hdl/host_link.py", "desc_full.eq(got == ll.desc_bytes - 1)",
+           "desc_full.eq(got == ll.desc_bytes)",
+           (f"{_UNITS}::test_run_offers_each_descriptor_as_sent",),
+           "a RUN's descriptor counts as whole a byte late: each takes the next one's "
+           "first byte"),
     Mutant("link-gathered", "hdl/host_link.py", 'm.next = "gathered"', 'm.next = "run"',
            (f"{_UNITS}::test_run_offers_each_descriptor_as_sent",),
            "a RUN starts in the cycle its last descriptor is written, and a batch of one "

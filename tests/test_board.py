@@ -323,18 +323,24 @@ def test_the_mac_cells_keep_their_own_control_registers(tmp_path, keep_apart):
         assert len(bits) == (4 if keep_apart else 1), (copy, bits)
 
 
+def _synthesised_alone(tmp_path, component, script: str = "") -> dict:
+    """``component`` synthesised for an ECP5 on its own, its ports (less any constant
+    ones) the top's, ``script`` run first: yosys's JSON of the top module."""
+    ports = [Value.cast(v) for _, _, v in component.signature.flatten(component)]
+    ports = [v for v in ports if isinstance(v, Signal)]
+    (tmp_path / "top.il").write_text(rtlil.convert(component, name="top", ports=ports))
+    subprocess.run([board_flow._tool("yosys"), "-q", "-p",
+                    f"read_rtlil top.il; {script}; synth_ecp5 -top top; write_json top.json"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    return json.loads((tmp_path / "top.json").read_text())["modules"]["top"]
+
+
 def test_a_skid_buffers_words_are_steered_by_copies_of_its_flags(tmp_path):
     """Through the board flow's yosys command, a skid buffer keeps its two flags and
     their two copies as four flip-flops, and its output word's enable is a LUT that
     reads the copy, not the flag (mixgcn.hdl.timing.SkidBuffer: one shared enable was
     placed by the words, far from the flags)."""
-    buf = SkidBuffer(32)
-    ports = [Value.cast(v) for _, _, v in buf.signature.flatten(buf)]
-    (tmp_path / "top.il").write_text(rtlil.convert(buf, name="top", ports=ports))
-    subprocess.run([board_flow._tool("yosys"), "-q", "-p",
-                    f"read_rtlil top.il; {YOSYS_KEEP_APART}; synth_ecp5 -top top; "
-                    "write_json top.json"], cwd=tmp_path, check=True, capture_output=True)
-    top = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]
+    top = _synthesised_alone(tmp_path, SkidBuffer(32), YOSYS_KEEP_APART)
     bit = {n: top["netnames"][n]["bits"][0]
            for n in ("o_valid_reg", "o_valid_copy", "spare_valid", "spare_valid_copy")}
     assert len(set(bit.values())) == 4
@@ -363,15 +369,8 @@ def test_the_request_executor_is_built_one_hot(tmp_path, marked):
         CHIP_PRESETS["micro"], BOARDS["ulx3s-85f"], 100.0, 3_000_000), mhz=100.0, chips=1)
     script = plan.files["top.ys"]
     assert script.index(YOSYS_ONE_HOT) < script.index("synth_ecp5")
-    executor = RequestExecutor(CHIP_PRESETS["micro"])
-    ports = [Value.cast(v) for _, _, v in executor.signature.flatten(executor)]
-    ports = [v for v in ports if isinstance(v, Signal)]  # not the constant `ready`s
-    (tmp_path / "top.il").write_text(rtlil.convert(executor, name="top", ports=ports))
-    mark = f"{YOSYS_ONE_HOT}; " if marked else ""
-    subprocess.run([board_flow._tool("yosys"), "-q", "-p",
-                    f"read_rtlil top.il; {mark}synth_ecp5 -top top; write_json top.json"],
-                   cwd=tmp_path, check=True, capture_output=True)
-    nets = json.loads((tmp_path / "top.json").read_text())["modules"]["top"]["netnames"]
+    nets = _synthesised_alone(tmp_path, RequestExecutor(CHIP_PRESETS["micro"]),
+                              YOSYS_ONE_HOT if marked else "")["netnames"]
     state = nets["request_one_hot_state"]["bits"]
     assert len(state) == (24 if marked else 5)  # its 24 states
 

@@ -85,8 +85,8 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(PY) -m mixgcn.host.bench --quick --out bench/results.json
 
-# The slow tier of the bench: every board x preset of the table in docs/boards.md built
-# (an hour or more).
+# The slow tier of the bench: every board x preset of the table in docs/boards.md built,
+# and the chip mixgcn explore chooses for Cora on the ECP5-85F (hours).
 bench-boards: $(STAMP)
 	$(PY) -m mixgcn.host.bench --only boards --out bench/boards.json
 

@@ -1093,36 +1093,65 @@ BOARD_BUILDS = [("ulx3s-85f", "micro", 1, "crossbar"), ("ulx3s-85f", "tiny", 1, 
                 ("icebreaker", "micro", 1, "crossbar")]
 
 
+def _explored_chip():
+    """The chip ``mixgcn explore --dataset cora --budget ecp5-85f`` chooses (the
+    performance model only, about a minute), or None without Cora."""
+    from mixgcn.gen.resources import ECP5_PARTS
+    from mixgcn.host.explore import explore
+
+    try:
+        cora = _cora()
+    except NotRun as e:
+        _log(f"boards: the explored chip is not built ({e})")
+        return None
+    _log("boards: exploring Cora on ecp5-85f on the performance model")
+    best = explore(cora, ECP5_PARTS["ecp5-85f"])[0]
+    if best.refused is not None:
+        raise RuntimeError(f"no candidate holds Cora on ecp5-85f: {best.refused}")
+    return best
+
+
 def bench_boards():
     """Each of :data:`BOARD_BUILDS` built with the open toolchain (tens of minutes each
-    for the larger chips): resources and Fmax from nextpnr's report, or the one-line
-    reason it does not fit."""
+    for the larger chips), then the chip exploration chooses for Cora on the ECP5-85F
+    on the ULX3S: resources and Fmax from nextpnr's report, or the one-line reason it
+    does not fit."""
     from mixgcn.gen.board import BoardError, build_board
 
     builds, rows = [], ["boards (YoWASP yosys + nextpnr; figures from nextpnr's report)",
-                        f"  {'board':<11} {'chips':>5} {'fabric':<8} {'chip':<6} {'LUT4':>7} "
+                        f"  {'board':<11} {'chips':>5} {'fabric':<8} {'chip':<8} {'LUT4':>7} "
                         f"{'FF':>7} "
                         f"{'DSP':>4} {'BRAM':>4} {'Fmax':>7} {'target':>6} {'met':<4} "
                         f"{'build s':>8}"]
-    for board, chip, chips, fabric in BOARD_BUILDS:
+    jobs = [(board, chip, CHIP_PRESETS[chip], chips, fabric)
+            for board, chip, chips, fabric in BOARD_BUILDS]
+    explored = _explored_chip()
+    if explored is not None:
+        jobs.append(("ulx3s-85f", "explored", explored.config, 1, "crossbar"))
+    for board, chip, config, chips, fabric in jobs:
         _log(f"boards: {chips} x {chip} on {board} ({fabric})")
         kind = "-serial" if fabric == "serial" else ""
         out = Path("build/board") / f"{board}-{chips}x{chip}{kind}"
         try:
-            r = build_board(board, CHIP_PRESETS[chip], chip_name=chip, chips=chips,
+            r = build_board(board, config, chip_name=chip, chips=chips,
                             fabric=fabric, out=out, progress=_log)
         except BoardError as e:
             builds.append(dict(board=board, chip=chip, chips=chips, fabric=fabric,
                                error=str(e)))
-            rows.append(f"  {board:<11} {chips:>5} {fabric:<8} {chip:<6} {e}")
+            rows.append(f"  {board:<11} {chips:>5} {fabric:<8} {chip:<8} {e}")
             continue
+        if chip == "explored":
+            r["explored"] = explored.to_dict()
         builds.append(r)
-        rows.append(f"  {board:<11} {chips:>5} {fabric:<8} {chip:<6} {r['lut4']:>7,} "
+        rows.append(f"  {board:<11} {chips:>5} {fabric:<8} {chip:<8} {r['lut4']:>7,} "
                     f"{r['ff']:>7,} "
                     f"{r['dsp']:>4} {r['bram']:>4} "
                     f"{'-' if r['fmax_mhz'] is None else format(r['fmax_mhz'], '.2f'):>7} "
                     f"{r['target_mhz']:>6.0f} {'yes' if r['timing_met'] else 'no':<4} "
                     f"{sum(r['seconds_per_stage'].values()):>8.0f}")
+    if explored is not None:
+        rows.append(f"  explored: {explored.label()} (mixgcn explore --dataset cora "
+                    "--budget ecp5-85f)")
     return dict(boards=builds), rows
 
 

@@ -488,22 +488,30 @@ def bench_model() -> tuple[dict, list[str]]:
     return keys, rows
 
 
+def _explore_cora(cora, part) -> list:
+    """Every candidate chip for Cora on ``part``, fastest first (host/explore.py)."""
+    from mixgcn.host.explore import explore
+
+    ranked = explore(cora, part)
+    if ranked[0].refused is not None:
+        raise RuntimeError(f"no candidate holds Cora on {part.name}: {ranked[0].refused}")
+    return ranked
+
+
 def bench_explore() -> tuple[dict, list[str]]:
     """Design-space exploration (host/explore.py) for Cora on the ECP5-85F, then the
     chosen chip and the ``ecp5`` preset trained in RTL: epoch cycles and whole-chip
     utilisation measured, beside the model's."""
     from mixgcn.gen.resources import ECP5_PARTS, chip_block_rams, multipliers
-    from mixgcn.host.explore import Candidate, evaluate, explore
+    from mixgcn.host.explore import Candidate, evaluate
 
     cora = _cora()
     part = ECP5_PARTS["ecp5-85f"]
     _log(f"explore: Cora on {part.name}, every candidate on the performance model")
     t0 = time.perf_counter()
-    ranked = explore(cora, part)
+    ranked = _explore_cora(cora, part)
     seconds = time.perf_counter() - t0
     best = ranked[0]
-    if best.refused is not None:
-        raise RuntimeError(f"no candidate holds Cora on {part.name}: {best.refused}")
     preset = CHIP_PRESETS["ecp5"]
     preset_model = evaluate(Candidate(preset, multipliers(preset), chip_block_rams(preset)),
                             cora)
@@ -1097,7 +1105,6 @@ def _explored_chip():
     """The chip ``mixgcn explore --dataset cora --budget ecp5-85f`` chooses (the
     performance model only, about a minute), or None without Cora."""
     from mixgcn.gen.resources import ECP5_PARTS
-    from mixgcn.host.explore import explore
 
     try:
         cora = _cora()
@@ -1105,10 +1112,7 @@ def _explored_chip():
         _log(f"boards: the explored chip is not built ({e})")
         return None
     _log("boards: exploring Cora on ecp5-85f on the performance model")
-    best = explore(cora, ECP5_PARTS["ecp5-85f"])[0]
-    if best.refused is not None:
-        raise RuntimeError(f"no candidate holds Cora on ecp5-85f: {best.refused}")
-    return best
+    return _explore_cora(cora, ECP5_PARTS["ecp5-85f"])[0]
 
 
 def bench_boards():

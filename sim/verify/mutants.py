@@ -399,6 +399,11 @@ MUTANTS = [
            (f"{_BOARD}::test_words_written_are_read_back_under_memory_stalls",),
            "the answer's shift register counts itself empty a byte early (each word's or "
            "record's last byte is never written)"),
+    Mutant("link-word-whole", "hdl/host_link.py", "word_full.eq(got == ll.mem_bytes - 1)",
+           "word_full.eq(got == ll.mem_bytes)",
+           (f"{_BOARD}::test_words_written_are_read_back_under_memory_stalls",),
+           "a WRITE's memory word counts as whole a byte late: each takes the next one's "
+           "first byte"),
     Mutant("link-desc-whole", "hdl/host_link.py", "desc_full.eq(got == ll.desc_bytes - 1)",
            "desc_full.eq(got == ll.desc_bytes)",
            (f"{_UNITS}::test_run_offers_each_descriptor_as_sent",),

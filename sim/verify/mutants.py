@@ -401,7 +401,7 @@ MUTANTS = [
            "record's last byte is never written)"),
     Mutant("link-word-whole", "hdl/host_link.py", "word_full.eq(got == ll.mem_bytes - 1)",
            "word_full.eq(got == ll.mem_bytes)",
-           (f"{_BOARD}::test_words_written_are_read_back_under_memory_stalls",),
+           (f"{_UNITS}::test_write_stores_each_word_as_sent",),
            "a WRITE's memory word counts as whole a byte late: each takes the next one's "
            "first byte"),
     Mutant("link-desc-whole", "hdl/host_link.py", "desc_full.eq(got == ll.desc_bytes - 1)",

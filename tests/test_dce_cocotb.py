@@ -35,7 +35,9 @@ def test_dce_cocotb(name, simulator):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("preset", list(DCE_PRESETS))
+# the default preset's lint (the largest) with the slow tier; the others stay quick
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.slow) if p == "default" else p
+                                    for p in DCE_PRESETS])
 def test_dce_verilog_lints_clean(preset, tmp_path):
     path = tmp_path / "dce.v"
     path.write_text(dce_verilog(DCE_PRESETS[preset]))

@@ -45,6 +45,7 @@ def test_dram_requests_refused_naming_the_value():
 
 
 @pytest.mark.sim
+@pytest.mark.slow  # the board top trains over its link on LiteDRAM in make test
 def test_chip_trains_on_litedram_exactly(tmp_path):
     """The tiny chip on LiteDRAM's model of the ULX3S's SDRAM: every operand reaches it
     through the controller (written there by the harness's copier) and every result

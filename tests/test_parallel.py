@@ -223,6 +223,7 @@ def default_chips():
 
 
 @pytest.mark.sim
+@pytest.mark.slow  # make test: Cora on two tiny chips in RTL, and on 1-4 chips on golden
 @pytest.mark.xdist_group("default-chip")  # with test_rtl_backend's default chip: one build
 def test_cora_in_rtl_on_p_chips_equals_golden(cora, default_chips):
     one = train(cora, TWO_EPOCHS, "fixed16")["weights_sha256"]

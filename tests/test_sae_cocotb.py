@@ -70,7 +70,9 @@ def test_sae_cocotb_cora_and_star(name):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("preset", list(SAE_PRESETS))
+# the default preset's lint (the largest, 45 s) with the slow tier; the others stay quick
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=pytest.mark.slow) if p == "default" else p
+                                    for p in SAE_PRESETS])
 def test_sae_verilog_lints_clean(preset, tmp_path):
     path = tmp_path / "sae.v"
     path.write_text(sae_verilog(SAE_PRESETS[preset]))

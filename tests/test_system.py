@@ -30,8 +30,10 @@ TINY = CHIP_PRESETS["tiny"]  # 4 lanes: hidden and class widths up to 4 cross as
 # (or wait for) the same system at once
 @pytest.fixture(scope="module", params=[
     pytest.param((2, "serial"), id="P2-serial", marks=pytest.mark.xdist_group("P2-serial")),
+    # the crossbar's system with the slow tier (test_fabric moves rows through it under
+    # stalls in make test, P = 2 and 3); P2-serial is make test's system of chips
     pytest.param((3, "crossbar"), id="P3-crossbar",
-                 marks=pytest.mark.xdist_group("P3-crossbar")),
+                 marks=[pytest.mark.xdist_group("P3-crossbar"), pytest.mark.slow]),
     pytest.param((4, "serial"), id="P4-serial", marks=pytest.mark.slow)])
 def system(request):
     P, kind = request.param

@@ -64,8 +64,9 @@ verilog: $(STAMP)
 
 # A bitstream for an FPGA board with the open toolchain (YoWASP, from PyPI), and its
 # report from the tools: make board BOARD=ulx3s-85f CHIP=ecp5 [CHIPS=2 [FABRIC=serial]]
-# [SEED=N] [TOP=link] (serial: a chip per board, a bitstream each; SEED: nextpnr's
-# placement seed; TOP=link: the chip behind its host link on the board's DRAM, ULX3S).
+# [SEED=N] [TOP=link] [PNR_MINUTES=M] (serial: a chip per board, a bitstream each; SEED:
+# nextpnr's placement seed; TOP=link: the chip behind its host link on the board's DRAM,
+# ULX3S; PNR_MINUTES: stop place and route after M minutes, saying how far it got).
 # Large chips take tens of minutes (place
 # and route is single-threaded WebAssembly).
 BOARD ?= ulx3s-85f
@@ -73,7 +74,8 @@ CHIP  ?= ecp5
 board: $(STAMP)
 	$(VENV)/bin/mixgcn board --board $(BOARD) --chip $(CHIP) --fabric $(FABRIC) \
 		--chips $(if $(filter command line environment,$(origin CHIPS)),$(CHIPS),1) \
-		$(if $(SEED),--seed $(SEED)) $(if $(TOP),--top $(TOP))
+		$(if $(SEED),--seed $(SEED)) $(if $(TOP),--top $(TOP)) \
+		$(if $(PNR_MINUTES),--pnr-minutes $(PNR_MINUTES))
 
 # The bench: measures, never asserts; writes bench/results.json, results.txt,
 # RESULTS.md and PNG plots, all from this run. bench-quick: the sections that take a

@@ -158,16 +158,55 @@ def _too_large(log: str) -> str | None:
     return f"the part has no {m.group(1)} left for the design" if m else None
 
 
-def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool) -> None:
-    r = subprocess.run(cmd, cwd=cwd, text=True,
-                       stdout=None if verbose else subprocess.PIPE,
-                       stderr=subprocess.STDOUT if not verbose else None)
-    if r.returncode == 0:
+# a router1 progress line of nextpnr's log: iteration | ... | arcs left to route | ...
+_ROUTER_LINE = re.compile(r"^Info:\s+(\d+) \|\s+\d+\s+\d+ \|\s+\d+\s+\d+ \|\s+(\d+)\|", re.M)
+# how often a long stage's progress is shown (seconds)
+PROGRESS_EVERY = 300
+
+
+def pnr_state(log: str) -> str:
+    """Where nextpnr's log says it is: routing (arcs left) or still placing."""
+    lines = _ROUTER_LINE.findall(log)
+    if lines:
+        iteration, left = lines[-1]
+        return f"routing, {int(left):,} arcs left at iteration {int(iteration):,}"
+    return "placing" if "Info: Running main analytical placer" in log else "starting"
+
+
+def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool, *, label: str = "",
+         progress=None, minutes: float | None = None) -> None:
+    """Run one tool; its output into ``<stage>.log`` (or the terminal with
+    ``verbose``). Place and route shows where it is every :data:`PROGRESS_EVERY`
+    seconds and stops after ``minutes`` when given."""
+    log_path = cwd / f"{stage}.log"
+    t0 = time.monotonic()
+    limit = None if minutes is None else t0 + minutes * 60
+    show = t0 + PROGRESS_EVERY
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(cmd, cwd=cwd, text=True,
+                                stdout=None if verbose else log_file,
+                                stderr=None if verbose else subprocess.STDOUT)
+        while True:
+            wake = show if limit is None else min(show, limit)
+            try:
+                proc.wait(timeout=max(0.0, wake - time.monotonic()))
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            where = pnr_state(_read(cwd / "top.tim")) if stage == "pnr" else "running"
+            if limit is not None and now >= limit:
+                proc.kill()
+                proc.wait()
+                raise BoardError(f"{stage} stopped at its limit of {minutes:g} min without "
+                                 f"finishing: {where} (log in {cwd})")
+            if now >= show:
+                show += PROGRESS_EVERY
+                if progress is not None:
+                    progress(f"[{label}] {stage}: {where} ({(now - t0) / 60:.0f} min)")
+    if proc.returncode == 0:
         return
-    log = (r.stdout or "")
-    for f in ("top.tim", "top.rpt"):
-        if (cwd / f).exists():
-            log += (cwd / f).read_text(errors="replace")
+    log = _read(log_path) + _read(cwd / "top.tim") + _read(cwd / "top.rpt")
     full = _too_large(log)
     if full:
         raise BoardError(f"does not fit: {full}")
@@ -178,8 +217,12 @@ def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool) -> None:
         detail = (f"{Path(cmd[0]).name} stopped with a WebAssembly trap "
                   f"({log.strip().splitlines()[-1]})")
     else:
-        detail = f"exit status {r.returncode}"
+        detail = f"exit status {proc.returncode}"
     raise BoardError(f"{stage} failed: {detail} (log in {cwd})")
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def read_report(out: Path, board: Board) -> dict:
@@ -348,7 +391,8 @@ def board_dram(board_name: str):
 def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int = 1,
                 fabric: str = "crossbar", out: Path, mhz: float | None = None,
                 seed: int | None = None, top: str = "scan", baud: int = 3_000_000,
-                progress=print, verbose: bool = False) -> dict:
+                pnr_minutes: float | None = None, progress=print,
+                verbose: bool = False) -> dict:
     """Build ``chips`` chips of ``chip`` for ``board_name``: on one FPGA joined by a
     crossbar (``fabric="crossbar"``: one bitstream), or a chip per board joined by
     serial links on pins (``fabric="serial"``: a bitstream per board, in
@@ -357,6 +401,8 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     over seeds. ``top``: ``scan``, the design's ports on a scan chain (to build and
     time any design); ``link``, one chip as the board uses it — its host link on the
     board's serial port at ``baud``, its memory on the board's DRAM (docs/link.md).
+    ``pnr_minutes``: stop place and route after that long, with an error saying how far
+    it got (nextpnr has no limit of its own; a congested design can route for hours).
     Returns the report (also written to ``out/report.json``); a serial system's lists
     each board's under ``boards``."""
     if board_name not in BOARDS:
@@ -379,6 +425,10 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
                              or not 0 <= seed < 2**31):
         raise BoardError(f"--seed must be an integer in 0..{2**31 - 1}, got {seed!r}")
+    if pnr_minutes is not None and (isinstance(pnr_minutes, bool)
+                                    or not isinstance(pnr_minutes, (int, float))
+                                    or not 0 < pnr_minutes < float("inf")):
+        raise BoardError(f"--pnr-minutes must be a number of minutes > 0, got {pnr_minutes!r}")
     if top not in TOPS:
         raise BoardError(f"unknown board top {top!r}: expected one of {', '.join(TOPS)}")
     if top == "link":
@@ -407,7 +457,8 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
     def one(design, out: Path, label: str) -> dict:
         return _build_one(board, design, out=out, label=label,
                           mhz=(mhz or board.mhz) if board.family == "ecp5" else None,
-                          chips=chips, seed=seed, progress=progress, verbose=verbose)
+                          chips=chips, seed=seed, pnr_minutes=pnr_minutes,
+                          progress=progress, verbose=verbose)
 
     if fabric == "crossbar":
         progress(f"[{board_name}] elaborating {chips} x {chip_name}"
@@ -531,7 +582,8 @@ def board_plan(board: Board, design, *, mhz: float | None, chips: int,
 
 
 def _build_one(board: Board, design, *, out: Path, label: str, mhz: float | None,
-               chips: int, seed: int | None = None, progress, verbose: bool) -> dict:
+               chips: int, seed: int | None = None, pnr_minutes: float | None = None,
+               progress, verbose: bool) -> dict:
     """One bitstream of ``design`` in a :class:`~mixgcn.hdl.board.BoardTop`: the tools
     run one stage at a time; the figures from their reports."""
     out.mkdir(parents=True, exist_ok=True)
@@ -544,7 +596,8 @@ def _build_one(board: Board, design, *, out: Path, label: str, mhz: float | None
         stage = _STAGES[cmd[0]]
         progress(f"[{label}] {stage} ({_YOWASP[cmd[0]]}) ...")
         t = time.monotonic()
-        _run([_tool(cmd[0]), *cmd[1:]], out, stage, verbose)
+        _run([_tool(cmd[0]), *cmd[1:]], out, stage, verbose, label=label, progress=progress,
+             minutes=pnr_minutes if stage == "pnr" else None)
         if stage == "synth" and board.family == "ecp5":
             # registers straight after block RAMs into the RAMs (mixgcn.gen.netlist)
             folded = fold_ram_output_registers_in(out / "top.json")

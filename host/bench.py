@@ -1101,6 +1101,11 @@ BOARD_BUILDS = [("ulx3s-85f", "micro", 1, "crossbar"), ("ulx3s-85f", "tiny", 1, 
                 ("icebreaker", "micro", 1, "crossbar")]
 
 
+# each build's place and route stops after this long (nextpnr has no limit of its own):
+# the `ecp5` chip routes in 25-90 minutes here; the explored chip had not routed after 77
+PNR_MINUTES = 180
+
+
 def _explored_chip():
     """The chip ``mixgcn explore --dataset cora --budget ecp5-85f`` chooses (the
     performance model only, about a minute), or None without Cora."""
@@ -1138,7 +1143,7 @@ def bench_boards():
         out = Path("build/board") / f"{board}-{chips}x{chip}{kind}"
         try:
             r = build_board(board, config, chip_name=chip, chips=chips,
-                            fabric=fabric, out=out, progress=_log)
+                            fabric=fabric, out=out, pnr_minutes=PNR_MINUTES, progress=_log)
         except BoardError as e:
             builds.append(dict(board=board, chip=chip, chips=chips, fabric=fabric,
                                error=str(e)))

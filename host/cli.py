@@ -148,6 +148,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=None,
                    help="nextpnr's placement seed (default: nextpnr's own); Fmax moves "
                         "by several MHz from one placement to another")
+    b.add_argument("--pnr-minutes", type=float, default=None,
+                   help="stop place and route after this many minutes, saying how far it "
+                        "got (default: no limit; a congested design can route for hours)")
     b.add_argument("--top", default="scan", choices=("scan", "link"),
                    help="scan = the design's ports on a scan chain (any design, to build "
                         "and time it); link = one chip as the board uses it: its host "
@@ -630,7 +633,8 @@ def cmd_board(args) -> int:
     try:
         report = build_board(args.board, chip, chip_name=stem, chips=args.chips,
                              fabric=args.fabric, out=out, mhz=args.mhz, seed=args.seed,
-                             top=args.top, baud=args.baud or DEFAULT_BAUD, progress=progress,
+                             top=args.top, baud=args.baud or DEFAULT_BAUD,
+                             pnr_minutes=args.pnr_minutes, progress=progress,
                              verbose=args.verbose)
     except BoardError as e:
         raise _fail(f"{args.board}: {e}") from None

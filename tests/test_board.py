@@ -9,6 +9,7 @@ import dataclasses
 import json
 import re
 import subprocess
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -112,6 +113,39 @@ def test_a_design_too_large_for_its_part_is_one_line(tmp_path):
     assert "[icebreaker] synth done in" in "\n".join(progress)  # it got as far as pnr
 
 
+@pytest.mark.xdist_group("board")
+def test_place_and_route_stops_at_its_limit_saying_how_far_it_got(tmp_path, monkeypatch):
+    """nextpnr has no time limit of its own: ``pnr_minutes`` stops it with a one-line
+    error naming the limit and where it was, after showing its progress meanwhile."""
+    monkeypatch.setattr(board_flow, "PROGRESS_EVERY", 0.5)
+    progress = []
+    t0 = time.monotonic()
+    with pytest.raises(BoardError) as e:
+        board_flow._build_one(BOARDS["ulx3s-85f"], _Counters(40), out=tmp_path,
+                              label="ulx3s", mhz=100, chips=1, pnr_minutes=0.05,
+                              progress=progress.append, verbose=False)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert re.fullmatch(r"pnr stopped at its limit of 0.05 min without finishing: "
+                        r"(starting|placing|routing, [\d,]+ arcs left at iteration [\d,]+) "
+                        r"\(log in .*\)", msg), msg
+    shown = [p for p in progress if p.startswith("[ulx3s] pnr: ")]
+    assert len(shown) >= 2, progress  # every half second of the three
+    assert "[ulx3s] synth done in" in "\n".join(progress)
+    assert not (tmp_path / "top.config").exists()  # never finished
+    assert time.monotonic() - t0 < 120
+
+
+def test_pnr_state_reads_nextpnrs_log():
+    placing = "Info: Running main analytical placer, max placement attempts per cell = 9.\n"
+    routing = placing + (
+        "Info:     38000 |    11313      26686 |  273   727 |    151109|       9.42     135.79|\n"
+        "Info:     45000 |    13186      31813 |  249   751 |    148186|       5.92     196.11|\n")
+    assert board_flow.pnr_state("") == "starting"
+    assert board_flow.pnr_state(placing) == "placing"
+    assert board_flow.pnr_state(routing) == "routing, 148,186 arcs left at iteration 45,000"
+
+
 def test_buffers_beyond_the_parts_block_ram_are_refused_before_synthesis(tmp_path):
     with pytest.raises(BoardError, match=r"block RAM — 1 x the SAE's feature buffer needs "
                                          r"524,288 bits .* the iCE40UP5K-SG48 has 122,880"):
@@ -148,6 +182,10 @@ def test_buffers_beyond_the_parts_block_ram_are_refused_before_synthesis(tmp_pat
      "UART: a 100 MHz clock cannot make 40,000,000 baud"),
     (["--board", "ulx3s-85f", "--chip", "micro", "--top", "link", "--mhz", "60"],
      "the chip's clock (60 MHz) is slower than the DRAM's (80 MHz)"),
+    (["--board", "ulx3s-85f", "--chip", "micro", "--pnr-minutes", "0"],
+     "--pnr-minutes must be a number of minutes > 0, got 0.0"),
+    (["--board", "ulx3s-85f", "--chip", "micro", "--pnr-minutes", "nan"],
+     "--pnr-minutes must be a number of minutes > 0, got nan"),
 ])
 def test_bad_options_are_one_line_errors(argv, message, tmp_path):
     with pytest.raises(SystemExit) as e:

@@ -8,7 +8,6 @@ import pytest
 from mixgcn.sim.verify.formal import prove
 from mixgcn.sim.verify.proofs import PROOFS, models, proof
 
-
 # the 8-bit multiplier proof (every operand; about 40 s) with the slow tier: make test keeps
 # the 5-bit one (every operand) and the 16-bit one (one-hot operands)
 SLOW_PROOFS = {"dsp_multiplier_8"}

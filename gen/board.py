@@ -248,7 +248,24 @@ def read_report(out: Path, board: Board) -> dict:
         "target_mhz": round(target, 2) if target is not None else None,
         "timing_met": bool(achieved is not None and target is not None and achieved >= target),
         "clock_net": key,
+        "slowest_path": slowest_path(rep, key),
     }
+
+
+def slowest_path(rep: dict, clock: str | None) -> dict | None:
+    """The path that sets ``clock``'s Fmax, from nextpnr's report: the register it
+    starts at and the one it ends at (nextpnr's cell names: yosys's, after amaranth's
+    signal names), its delay and how much of it is routing, and the nets it crosses."""
+    edge = f"posedge {clock}"
+    path = next((c["path"] for c in rep.get("critical_paths", [])
+                 if c.get("from") == edge and c.get("to") == edge), None)
+    if not path:
+        return None
+    return {"from": path[0]["from"]["cell"], "to": path[-1]["to"]["cell"],
+            "ns": round(sum(step["delay"] for step in path), 2),
+            "routing_ns": round(sum(step["delay"] for step in path
+                                    if step["type"] == "routing"), 2),
+            "nets": [step["net"] for step in path if "net" in step]}
 
 
 def _pll_clock(out: Path, fmax: dict, output: str = "CLKOP") -> str | None:

@@ -645,6 +645,10 @@ def cmd_board(args) -> int:
               f"{report['chip']}: {r['lut4']:,} LUT4, {r['ff']:,} FF, {r['dsp']} DSP, "
               f"{r['bram']} BRAM; Fmax {r['fmax_mhz']} MHz, target {r['target_mhz']} MHz: "
               f"timing {met}")
+        if r.get("slowest_path"):
+            sp = r["slowest_path"]
+            print(f"slowest path: {sp['from']} -> {sp['to']}, {sp['ns']:.2f} ns "
+                  f"({sp['routing_ns']:.2f} of it routing)")
         print(f"bitstream {r['bitstream']}")
     print(f"report {out / 'report.json'}")
     if args.json is not None:

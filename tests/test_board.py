@@ -65,6 +65,12 @@ def test_micro_chip_on_the_ulx3s_builds(tmp_path, capsys):
     assert report["fmax_mhz"] == pytest.approx(float(fmax[0]), abs=0.01)
     assert report["target_mhz"] == pytest.approx(float(fmax[2])) == 100
     assert report["timing_met"] == (fmax[1] == "PASS")
+    # the path that sets the Fmax: its delay is the clock's period at that Fmax
+    path = report["slowest_path"]
+    assert path["ns"] == pytest.approx(1000 / report["fmax_mhz"], abs=0.02)
+    assert 0 < path["routing_ns"] < path["ns"] and path["nets"]
+    shown = capsys.readouterr()
+    assert f"slowest path: {path['from']} -> {path['to']}" in shown.out
     assert report["pll"]["fout_mhz"] == 100
     assert set(report["seconds_per_stage"]) == {"elaborate", "synth", "pnr", "pack"}
     # the registers after the engines' block RAMs went into the RAMs (gen/netlist.py)
@@ -72,9 +78,8 @@ def test_micro_chip_on_the_ulx3s_builds(tmp_path, capsys):
     outreg = [c for c in cells if c["type"] == "DP16KD"
               and c["parameters"]["REGMODE_B"] == "OUTREG"]
     assert report["ram_output_registers"] == len(outreg) > 0
-    err = capsys.readouterr().err
     for stage in ("synth", "pnr", "pack"):
-        assert f"[ulx3s-85f] {stage} done in" in err
+        assert f"[ulx3s-85f] {stage} done in" in shown.err
 
 
 class _Counters(wiring.Component):

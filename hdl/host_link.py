@@ -269,11 +269,26 @@ class RequestExecutor(wiring.Component):
         def clear_got():
             m.d.sync += [got.eq(0), word_full.eq(0), desc_full.eq(0)]
 
-        def take_into(reg):
-            """Take the payload's next byte into the top of ``reg`` (a word's bytes)."""
+        # A byte taken goes into its word (or descriptor) a cycle later, from registers:
+        # the word's 256 flip-flops load on a flip-flop of their own, not on the
+        # "byte taken" logic the flags use (ABC shared one LUT between the two, placed
+        # among those flip-flops, and the `ecp5` link top's slowest path went through
+        # it: docs/boards.md). A word is whole once its flag is set and its last byte
+        # is in: ``word_full & ~shift_word``.
+        byte_in = Signal(8)
+        shift_word = Signal()
+        shift_desc = Signal()
+        m.d.sync += [byte_in.eq(byte), shift_word.eq(0), shift_desc.eq(0)]
+        with m.If(shift_word):
+            m.d.sync += word_in.eq(Cat(word_in[8:], byte_in))
+        with m.If(shift_desc):
+            m.d.sync += desc_in.eq(Cat(desc_in[8:], byte_in))
+
+        def take_into(shift):
+            """Take the payload's next byte into the word ``shift`` loads."""
             m.d.comb += self.request_payload.ready.eq(1)
             with m.If(take):
-                m.d.sync += reg.eq(Cat(reg[8:], byte))
+                m.d.sync += shift.eq(1)
                 # whole once this byte is the last: ``got`` compared before its
                 # increment, so no adder sits in front of the flags (one did on the
                 # `ecp5` link top's slowest path, docs/boards.md)
@@ -513,19 +528,20 @@ class RequestExecutor(wiring.Component):
             with m.State("write"):
                 m.d.comb += self.owner.eq(1)
                 with m.If(word_full):
-                    m.d.comb += [self.write.wr.valid.eq(1),
-                                 self.write.wr.payload.addr.eq(waddr),
-                                 self.write.wr.payload.data.eq(word_in)]
-                    with m.If(self.write.wr.ready):
-                        m.d.sync += waddr.eq(waddr + 1)
-                        clear_got()
-                        with m.If(none_left):
-                            answer(Status.OK)
-                            m.next = "send"
+                    with m.If(~shift_word):  # its last byte is in
+                        m.d.comb += [self.write.wr.valid.eq(1),
+                                     self.write.wr.payload.addr.eq(waddr),
+                                     self.write.wr.payload.data.eq(word_in)]
+                        with m.If(self.write.wr.ready):
+                            m.d.sync += waddr.eq(waddr + 1)
+                            clear_got()
+                            with m.If(none_left):
+                                answer(Status.OK)
+                                m.next = "send"
                 with m.Else():
-                    take_into(word_in)
+                    take_into(shift_word)
             with m.State("gather"):  # a RUN's descriptors into the descriptor memory
-                with m.If(desc_full):
+                with m.If(desc_full & ~shift_desc):  # whole, its last byte in
                     clear_got()
                     m.d.sync += [index.eq(index + 1),
                                  run_length.eq(run_length + ll.status_bytes),
@@ -536,8 +552,8 @@ class RequestExecutor(wiring.Component):
                                      elapsed.eq(0), have.eq(0), running.eq(1),
                                      ans_addr.eq(ll.block_bytes)]
                         m.next = "gathered"
-                with m.Else():
-                    take_into(desc_in)
+                with m.Elif(~desc_full):
+                    take_into(shift_desc)
             with m.State("gathered"):  # the last descriptor is written in this cycle
                 m.next = "run"
             with m.State("run"):

@@ -404,6 +404,16 @@ MUTANTS = [
            (f"{_UNITS}::test_write_stores_each_word_as_sent",),
            "a WRITE's memory word counts as whole a byte late: each takes the next one's "
            "first byte"),
+    Mutant("link-word-last-byte", "hdl/host_link.py",
+           "with m.If(~shift_word):  # its last byte is in", "with m.If(1):",
+           (f"{_UNITS}::test_write_stores_each_word_as_sent",),
+           "a WRITE's memory word goes out when its flag is set, a cycle before its last "
+           "byte is shifted in"),
+    Mutant("link-desc-last-byte", "hdl/host_link.py",
+           "with m.If(desc_full & ~shift_desc):", "with m.If(desc_full):",
+           (f"{_UNITS}::test_run_offers_each_descriptor_as_sent",),
+           "a RUN's descriptor is written when its flag is set, a cycle before its last "
+           "byte is shifted in"),
     Mutant("link-desc-whole", "hdl/host_link.py", "desc_full.eq(got == ll.desc_bytes - 1)",
            "desc_full.eq(got == ll.desc_bytes)",
            (f"{_UNITS}::test_run_offers_each_descriptor_as_sent",),

@@ -179,31 +179,16 @@ def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool, *, label: str = "
     ``verbose``). Place and route shows where it is every :data:`PROGRESS_EVERY`
     seconds and stops after ``minutes`` when given."""
     log_path = cwd / f"{stage}.log"
-    t0 = time.monotonic()
-    limit = None if minutes is None else t0 + minutes * 60
-    show = t0 + PROGRESS_EVERY
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen(cmd, cwd=cwd, text=True,
                                 stdout=None if verbose else log_file,
                                 stderr=None if verbose else subprocess.STDOUT)
-        while True:
-            wake = show if limit is None else min(show, limit)
-            try:
-                proc.wait(timeout=max(0.0, wake - time.monotonic()))
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            where = pnr_state(_read(cwd / "top.tim")) if stage == "pnr" else "running"
-            if limit is not None and now >= limit:
+        try:
+            _wait(proc, cwd, stage, label=label, progress=progress, minutes=minutes)
+        finally:  # stopped at the limit, or interrupted: the tool must not run on
+            if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-                raise BoardError(f"{stage} stopped at its limit of {minutes:g} min without "
-                                 f"finishing: {where} (log in {cwd})")
-            if now >= show:
-                show += PROGRESS_EVERY
-                if progress is not None:
-                    progress(f"[{label}] {stage}: {where} ({(now - t0) / 60:.0f} min)")
     if proc.returncode == 0:
         return
     log = _read(log_path) + _read(cwd / "top.tim") + _read(cwd / "top.rpt")
@@ -219,6 +204,30 @@ def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool, *, label: str = "
     else:
         detail = f"exit status {proc.returncode}"
     raise BoardError(f"{stage} failed: {detail} (log in {cwd})")
+
+
+def _wait(proc, cwd: Path, stage: str, *, label: str, progress, minutes: float | None):
+    """Wait for ``proc``, showing where it is every :data:`PROGRESS_EVERY` seconds;
+    past ``minutes``, a :class:`BoardError` saying how far it got."""
+    t0 = time.monotonic()
+    limit = None if minutes is None else t0 + minutes * 60
+    show = t0 + PROGRESS_EVERY
+    while True:
+        wake = show if limit is None else min(show, limit)
+        try:
+            proc.wait(timeout=max(0.0, wake - time.monotonic()))
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        where = pnr_state(_read(cwd / "top.tim")) if stage == "pnr" else "running"
+        if limit is not None and now >= limit:
+            raise BoardError(f"{stage} stopped at its limit of {minutes:g} min without "
+                             f"finishing: {where} (log in {cwd})")
+        if now >= show:
+            show += PROGRESS_EVERY
+            if progress is not None:
+                progress(f"[{label}] {stage}: {where} ({(now - t0) / 60:.0f} min)")
 
 
 def _read(path: Path) -> str:

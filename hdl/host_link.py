@@ -270,7 +270,7 @@ class RequestExecutor(wiring.Component):
             m.d.sync += [got.eq(0), word_full.eq(0), desc_full.eq(0)]
 
         # A byte taken goes into its word (or descriptor) a cycle later, from registers:
-        # the word's 256 flip-flops load on a flip-flop of their own, not on the
+        # the word's flip-flops (256 on `ecp5`) load on a flip-flop of their own, not on the
         # "byte taken" logic the flags use (ABC shared one LUT between the two, placed
         # among those flip-flops, and the `ecp5` link top's slowest path went through
         # it: docs/boards.md). A word is whole once its flag is set and its last byte

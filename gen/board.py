@@ -176,8 +176,8 @@ def pnr_state(log: str) -> str:
 def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool, *, label: str = "",
          progress=None, minutes: float | None = None) -> None:
     """Run one tool; its output into ``<stage>.log`` (or the terminal with
-    ``verbose``). Place and route shows where it is every :data:`PROGRESS_EVERY`
-    seconds and stops after ``minutes`` when given."""
+    ``verbose``). It shows where it is every :data:`PROGRESS_EVERY` seconds (place and
+    route: placing, or the arcs left to route) and stops after ``minutes`` when given."""
     log_path = cwd / f"{stage}.log"
     with open(log_path, "w") as log_file:
         proc = subprocess.Popen(cmd, cwd=cwd, text=True,
@@ -320,8 +320,7 @@ def _count_ff(out: Path, board: Board, used: dict) -> int | None:
     so the count comes from yosys's statistics of the synthesised netlist."""
     if board.family == "ecp5":
         return used.get("TRELLIS_FF")
-    rpt = (out / "top.rpt").read_text(errors="replace") if (out / "top.rpt").exists() else ""
-    return yosys_ff_count(rpt)
+    return yosys_ff_count(_read(out / "top.rpt"))
 
 
 def yosys_ff_count(log: str) -> int | None:

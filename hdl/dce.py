@@ -52,7 +52,7 @@ from mixgcn.hdl.output_stage import (
     engine_status_members,
     output_layout,
 )
-from mixgcn.hdl.timing import collision_free_memory, copy, input_buffer
+from mixgcn.hdl.timing import accept_buffer, collision_free_memory, copy, input_buffer
 
 __all__ = ["DCELayouts", "DCEOp", "DenseCombinationEngine", "MACArray", "WeightStore"]
 
@@ -358,8 +358,10 @@ class DenseCombinationEngine(wiring.Component, DCELayouts):
         # buffers' outputs seen directly, one's `valid` crossed the die to the accept
         # logic and back into the other's level in one cycle: docs/boards.md, step 23),
         # and its decision stays there — with a plain register as the second stage it
-        # passed straight through into the first buffer's state (step 31).
-        a, b, mask = (input_buffer(m, f"{name}_accept", input_buffer(m, name, getattr(self, name)))
+        # passed straight through into the first buffer's state (step 31). The second
+        # is a ring buffer, whose words never move: as a skid buffer, its output word's
+        # clock enables were that decision, across the die by the A words (step 36)
+        a, b, mask = (accept_buffer(m, f"{name}_accept", input_buffer(m, name, getattr(self, name)))
                       for name in ("a", "b", "mask"))
 
         op, rows_left, k = Signal(DCEOp), Signal(32), Signal(range(c.max_k + 1))

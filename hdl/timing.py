@@ -65,8 +65,8 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["COLLISION_FREE", "KEEP_APART", "ONE_HOT", "YOSYS_KEEP_APART", "YOSYS_ONE_HOT",
-           "BlockRamFifo", "SkidBuffer", "collision_free_memory", "copy", "input_buffer",
-           "one_hot", "output_register", "relax_collisions"]
+           "BlockRamFifo", "RingBuffer", "SkidBuffer", "accept_buffer", "collision_free_memory",
+           "copy", "input_buffer", "one_hot", "output_register", "relax_collisions"]
 
 KEEP_APART = "mixgcn_keep_apart"
 
@@ -185,6 +185,66 @@ class SkidBuffer(wiring.Component):
         with m.If(~self.spare_valid_copy):
             m.d.sync += spare.eq(i.payload)
         return m
+
+
+class RingBuffer(wiring.Component):
+    """A buffer of up to two words whose words never move: ``o`` offers the words ``i``
+    took, in order, one cycle later, at full rate; ``i.ready`` and ``o.valid`` are
+    flip-flops (the flags are a :class:`SkidBuffer`'s: ``o.valid``, and ``two``, two
+    words held, whose inverse is ``i.ready``).
+
+    The words live in three slots, written in turn at ``produce`` and read in turn at
+    ``consume`` (one-hot rings). As at most two words are held, the slot at
+    ``produce`` is always free: it takes the incoming word every cycle, valid or not,
+    and ``produce`` moves on once one was taken (``i.valid`` and ``i.ready``, both
+    flip-flops). So no word register is enabled by the consumer's ``ready``; it moves
+    ``consume`` and the flags, five flip-flops, and ``o.payload`` is ``consume``'s
+    choice of the slots, a LUT or two per bit in front of the consumer's own register.
+    A skid buffer's output register takes its enable from ``o.ready``: where the
+    consumer decides ``ready`` from several streams at once, that decision went to the
+    clock enables of every bit of the word, placed by the words, across the die (the
+    dense engine's A operand on the `ecp5` link top, docs/boards.md)."""
+
+    def __init__(self, shape):
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+        self.slots = [Signal(shape, name=f"slot{k}") for k in range(3)]
+        self.produce = Signal(3, init=1)
+        self.consume = Signal(3, init=1)
+        self.two = Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o, two = self.i, self.o, self.two
+        o_valid = Signal()
+        m.d.comb += [i.ready.eq(~two), o.valid.eq(o_valid)]
+        taken, left = i.valid & ~two, o_valid & o.ready
+        # one word more, one fewer, or as many: ``two`` only when a word stays and
+        # another one comes to it (or two were held and none leaves)
+        m.d.sync += [o_valid.eq(two | i.valid | (o_valid & ~o.ready)),
+                     two.eq(o_valid & ~o.ready & (two | i.valid))]
+
+        def turn(ring):
+            return ring.rotate_left(1)
+        with m.If(taken):
+            m.d.sync += self.produce.eq(turn(self.produce))
+        with m.If(left):
+            m.d.sync += self.consume.eq(turn(self.consume))
+        for k, slot in enumerate(self.slots):
+            with m.If(self.produce[k]):
+                m.d.sync += slot.eq(i.payload)
+        m.d.comb += o.payload.eq(Mux(self.consume[0], self.slots[0],
+                                     Mux(self.consume[1], self.slots[1], self.slots[2])))
+        return m
+
+
+def accept_buffer(m, name: str, port):
+    """``port`` (a stream driven inside ``m``) through a :class:`RingBuffer` (submodule
+    ``{name}_buffer``): the stream it becomes, for a consumer whose ``ready`` is a
+    decision over several streams."""
+    m.submodules[f"{name}_buffer"] = buf = RingBuffer(port.payload.shape())
+    m.d.comb += [buf.i.valid.eq(port.valid), buf.i.payload.eq(port.payload),
+                 port.ready.eq(buf.i.ready)]
+    return buf.o
 
 
 def input_buffer(m, name: str, port):

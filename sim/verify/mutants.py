@@ -145,6 +145,19 @@ MUTANTS = [
            ("tests/test_board.py::test_a_skid_buffers_words_are_steered_by_copies_of_its_flags",),
            "a skid buffer's output flag unmarked: yosys merges it into its copy, and one "
            "LUT steers both the flags and the words again"),
+    Mutant("ring-produce", "hdl/timing.py", "with m.If(taken):", "with m.If(i.valid):",
+           (f"{_FORMAL}[ring_buffer]", f"{_UNITS}::test_dce_random_jobs_amaranth_sim"),
+           "a ring buffer moves on to the next slot when a word is offered but not taken: "
+           "a word is lost, or one left behind"),
+    Mutant("ring-slot-busy", "hdl/timing.py", "with m.If(self.produce[k]):",
+           "with m.If(self.produce[k] | self.consume[k]):",
+           (f"{_FORMAL}[ring_buffer]",),
+           "a ring buffer's slots take the incoming word while they hold the oldest"),
+    Mutant("ring-two", "hdl/timing.py", "two.eq(o_valid & ~o.ready & (two | i.valid))",
+           "two.eq(o_valid & ~o.ready & i.valid)",
+           (f"{_FORMAL}[ring_buffer]",),
+           "a ring buffer holding two words forgets it is full while none leaves: "
+           "a third comes and overwrites the oldest"),
     Mutant("fifo-collision", "hdl/timing.py", "w.ready.eq(self.has_room)",
            "w.ready.eq(self.has_room | read)",
            (f"{_FORMAL}[block_ram_fifo]",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from amaranth import Cat, Signal, signed, unsigned
+from amaranth import Cat, Mux, Signal, signed, unsigned
 from amaranth.hdl import Assert, Assume, Cover
 
 from mixgcn.gen.config import ChipConfig, DCEConfig, SAEConfig
@@ -24,7 +24,7 @@ from mixgcn.hdl.memport import StreamReader, StreamWriter
 from mixgcn.hdl.output_stage import OutputPath
 from mixgcn.hdl.router import ExchangeRouter, Route
 from mixgcn.hdl.sae import SAEOp, SparseAggregationEngine
-from mixgcn.hdl.timing import BlockRamFifo, SkidBuffer
+from mixgcn.hdl.timing import BlockRamFifo, RingBuffer, SkidBuffer
 from mixgcn.sim.verify.formal import Proof, free_inputs, past, stream_rules
 
 __all__ = ["PROOFS", "models", "proof"]
@@ -70,6 +70,45 @@ def skid_buffer(m, first):
         m.d.comb += Assert(recorded & (buf.o.payload == word), "oldest_word_in_order")
     with m.If((ahead == 1) & buf.spare_valid):
         m.d.comb += Assert(recorded & (buf.spare == word), "spare_word_in_order")
+    return [*free_inputs(buf), pick]
+
+
+def ring_buffer(m, first):
+    """The accept buffer (a ring buffer): its output obeys the stream rules when its
+    input does, it holds at most two words, its rings stay one-hot with the slot at
+    ``produce`` always free, and words leave in the order they came, none lost or
+    duplicated: the word that arrives ``pick``-th (any one) is the one that leaves
+    ``pick``-th, read from the slot it was written to."""
+    m.submodules.buf = buf = RingBuffer(4)
+    stream_rules(m, buf.i, first, Assume, "i")
+    stream_rules(m, buf.o, first, Assert, "o")
+    pick = Signal(6)
+    m.d.comb += Assume(first | (pick == past(m, pick)))
+    came, left = _count(m, _fire(buf.i)), _count(m, _fire(buf.o))
+    word, slot, recorded = Signal(4), Signal(3), Signal()
+    with m.If(_fire(buf.i) & (came == pick)):
+        m.d.sync += [word.eq(buf.i.payload), slot.eq(buf.produce), recorded.eq(1)]
+    held = (came - left)[:6]
+    m.d.comb += Assert(held == buf.o.valid + buf.two, "words_held")
+    m.d.comb += Assert(buf.o.valid | ~buf.two, "two_behind_the_output")
+    m.d.comb += Assert(buf.i.ready == ~buf.two, "ready_is_a_register")
+
+    def one_hot(ring):
+        return (ring == 1) | (ring == 2) | (ring == 4)
+    m.d.comb += Assert(one_hot(buf.produce) & one_hot(buf.consume), "rings_one_hot")
+    # the words held are the slots from `consume` on; `produce` is the next after them
+    m.d.comb += Assert(buf.produce == Mux(buf.two, buf.consume.rotate_left(2),
+                                          Mux(buf.o.valid, buf.consume.rotate_left(1),
+                                              buf.consume)), "produce_after_the_words")
+    ahead = (pick - left)[:6]  # the picked word's place in line (0: next to leave)
+    with m.If((ahead == 0) & buf.o.valid):
+        m.d.comb += Assert(recorded & (buf.o.payload == word) & (slot == buf.consume),
+                           "oldest_word_in_order")
+    with m.If((ahead == 1) & buf.two):
+        m.d.comb += Assert(recorded & (slot == buf.consume.rotate_left(1))
+                           & (Mux(slot[0], buf.slots[0],
+                                  Mux(slot[1], buf.slots[1], buf.slots[2])) == word),
+                           "second_word_in_order")
     return [*free_inputs(buf), pick]
 
 
@@ -357,6 +396,7 @@ def _dsp_multiplier(width: int, *, one_hot: bool = False):
 # name -> (builder, induction depth)
 PROOFS = {
     "skid_buffer": (skid_buffer, 6),
+    "ring_buffer": (ring_buffer, 6),
     "block_ram_fifo": (block_ram_fifo, 8),
     "pipeline_fifo": (pipeline_fifo, 8),
     "output_path": (output_path, 8),

@@ -69,18 +69,25 @@ def test_micro_chip_trains_exactly(tmp_path):
     assert rtl["chip_config"]["lanes"] == 2
 
 
+# a chip's simulator is built once, for all the tests of its group: on one worker, so
+# that the other never waits for the build (the default chip's with test_parallel's P
+# chips, in the slow tier; the ecp5 chip's with Cora on it)
+ECP5_CHIP = pytest.mark.xdist_group("ecp5-chip")
+
+
 @pytest.mark.sim
-# the default chip's simulator is built once, for this test and test_parallel's P chips:
-# on one worker, so that the other never waits for the build
-@pytest.mark.xdist_group("default-chip")
-def test_default_chip_matches_golden_and_counts_cycles(tmp_path):
-    args = ["--dataset", "synthetic", "--epochs", "2", "--seed", "0"]
-    rtl = _run(tmp_path, "rtl", "--backend", "rtl", *args)
+# ecp5's 8 lanes pipeline both pairs at a hidden width of 8; the default chip's 16 at 16
+@pytest.mark.parametrize(("chip", "hidden"), [
+    pytest.param("ecp5", 8, marks=ECP5_CHIP),
+    pytest.param("default", 16, marks=[pytest.mark.slow, pytest.mark.xdist_group("default-chip")])])
+def test_chip_matches_golden_and_counts_cycles(tmp_path, chip, hidden):
+    args = ["--dataset", "synthetic", "--hidden", str(hidden), "--epochs", "2", "--seed", "0"]
+    rtl = _run(tmp_path, "rtl", "--backend", "rtl", "--chip", chip, *args)
     gold = _golden(tmp_path, *args)
     assert rtl["weights_sha256"] == gold["weights_sha256"]
     assert rtl["test_accuracy"] == gold["test_accuracy"]
     assert rtl["backend"] == "rtl" and rtl["precision"] == "fixed16"
-    assert rtl["chip"] == "default"
+    assert rtl["chip"] == chip
     # every kernel kind ran on the chip and was counted; from the second epoch on the
     # layer's SpMM and GEMM run as pipelined pairs; layer 1's weight gradient always runs
     # beside layer 0's aggregation
@@ -97,7 +104,7 @@ def test_default_chip_matches_golden_and_counts_cycles(tmp_path):
     assert rtl["memory_words_written"] > 0 and rtl["memory_words_read"] > 0
 
     # the same run with every kernel alone: the same bits, more cycles
-    alone = _run(tmp_path, "alone", "--backend", "rtl", "--no-pipeline", *args)
+    alone = _run(tmp_path, "alone", "--backend", "rtl", "--chip", chip, "--no-pipeline", *args)
     assert alone["weights_sha256"] == gold["weights_sha256"]
     assert {s["pairing"] for s in alone["cycles_per_site"].values()} == {"alone"}
     assert "gemm_xtg" in alone["cycles_per_op"]
@@ -126,7 +133,7 @@ def test_sparse_features_aggregated_first(tmp_path):
 @pytest.mark.sim
 # Cora on one default chip is also test_parallel's P = 1 case: here in the slow tier
 @pytest.mark.parametrize("chip", [pytest.param("default", marks=pytest.mark.slow),
-                                  "ecp5", "tiny"])
+                                  pytest.param("ecp5", marks=ECP5_CHIP), "tiny"])
 def test_cora_matches_golden(tmp_path, cora_dir, chip):
     # tiny's buffer holds 2,048 rows of Cora's 2,708: its SpMMs run in column windows
     args = ["--dataset", "cora", "--data-dir", str(cora_dir), "--epochs", "2", "--seed", "0"]

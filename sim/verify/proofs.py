@@ -44,28 +44,38 @@ def _fire(s) -> object:
     return s.valid & s.ready
 
 
+def _two_word_buffer(m, first, buf, slot_of=None):
+    """What the two-word buffers' proofs share: ``buf``'s input obeys the stream rules
+    (assumed) and its output must (asserted); the word that arrives ``pick``-th (any
+    one, fixed from the first cycle) is recorded, and where it was written
+    (``slot_of`` then) if given. Returns ``pick``, the word, its slot, whether it has
+    arrived, the words held and the picked word's place in line (0: next to leave)."""
+    stream_rules(m, buf.i, first, Assume, "i")
+    stream_rules(m, buf.o, first, Assert, "o")
+    pick = Signal(6)
+    m.d.comb += Assume(first | (pick == past(m, pick)))
+    came, left = _count(m, _fire(buf.i)), _count(m, _fire(buf.o))
+    word, slot, recorded = Signal(4), Signal(3), Signal()
+    with m.If(_fire(buf.i) & (came == pick)):
+        m.d.sync += [word.eq(buf.i.payload), recorded.eq(1)]
+        if slot_of is not None:
+            m.d.sync += slot.eq(slot_of)
+    return pick, word, slot, recorded, (came - left)[:6], (pick - left)[:6]
+
+
 def skid_buffer(m, first):
     """The input buffer (a skid buffer): its output obeys the stream rules when its
     input does, it holds at most two words, and words leave in the order they came, none
     lost or duplicated: the word that arrives ``pick``-th (any one) is the one that
     leaves ``pick``-th."""
     m.submodules.buf = buf = SkidBuffer(4)
-    stream_rules(m, buf.i, first, Assume, "i")
-    stream_rules(m, buf.o, first, Assert, "o")
-    pick = Signal(6)
-    m.d.comb += Assume(first | (pick == past(m, pick)))
-    came, left = _count(m, _fire(buf.i)), _count(m, _fire(buf.o))
-    word, recorded = Signal(4), Signal()
-    with m.If(_fire(buf.i) & (came == pick)):
-        m.d.sync += [word.eq(buf.i.payload), recorded.eq(1)]
-    held = (came - left)[:6]
+    pick, word, _, recorded, held, ahead = _two_word_buffer(m, first, buf)
     m.d.comb += Assert(held == buf.o.valid + buf.spare_valid, "words_held")
     m.d.comb += Assert(buf.o.valid | ~buf.spare_valid, "spare_behind_the_output")
     m.d.comb += Assert(buf.i.ready == ~buf.spare_valid, "ready_is_a_register")
     m.d.comb += Assert((buf.o_valid_copy == buf.o.valid)
                        & (buf.spare_valid_copy == buf.spare_valid), "copies_agree")
     # the picked word, while held, is the output's (the oldest) or the spare's
-    ahead = (pick - left)[:6]
     with m.If((ahead == 0) & buf.o.valid):
         m.d.comb += Assert(recorded & (buf.o.payload == word), "oldest_word_in_order")
     with m.If((ahead == 1) & buf.spare_valid):
@@ -80,15 +90,7 @@ def ring_buffer(m, first):
     duplicated: the word that arrives ``pick``-th (any one) is the one that leaves
     ``pick``-th, read from the slot it was written to."""
     m.submodules.buf = buf = RingBuffer(4)
-    stream_rules(m, buf.i, first, Assume, "i")
-    stream_rules(m, buf.o, first, Assert, "o")
-    pick = Signal(6)
-    m.d.comb += Assume(first | (pick == past(m, pick)))
-    came, left = _count(m, _fire(buf.i)), _count(m, _fire(buf.o))
-    word, slot, recorded = Signal(4), Signal(3), Signal()
-    with m.If(_fire(buf.i) & (came == pick)):
-        m.d.sync += [word.eq(buf.i.payload), slot.eq(buf.produce), recorded.eq(1)]
-    held = (came - left)[:6]
+    pick, word, slot, recorded, held, ahead = _two_word_buffer(m, first, buf, buf.produce)
     m.d.comb += Assert(held == buf.o.valid + buf.two, "words_held")
     m.d.comb += Assert(buf.o.valid | ~buf.two, "two_behind_the_output")
     m.d.comb += Assert(buf.i.ready == ~buf.two, "ready_is_a_register")
@@ -100,7 +102,6 @@ def ring_buffer(m, first):
     m.d.comb += Assert(buf.produce == Mux(buf.two, buf.consume.rotate_left(2),
                                           Mux(buf.o.valid, buf.consume.rotate_left(1),
                                               buf.consume)), "produce_after_the_words")
-    ahead = (pick - left)[:6]  # the picked word's place in line (0: next to leave)
     with m.If((ahead == 0) & buf.o.valid):
         m.d.comb += Assert(recorded & (buf.o.payload == word) & (slot == buf.consume),
                            "oldest_word_in_order")

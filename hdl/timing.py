@@ -222,13 +222,10 @@ class RingBuffer(wiring.Component):
         # another one comes to it (or two were held and none leaves)
         m.d.sync += [o_valid.eq(two | i.valid | (o_valid & ~o.ready)),
                      two.eq(o_valid & ~o.ready & (two | i.valid))]
-
-        def turn(ring):
-            return ring.rotate_left(1)
         with m.If(taken):
-            m.d.sync += self.produce.eq(turn(self.produce))
+            m.d.sync += self.produce.eq(self.produce.rotate_left(1))
         with m.If(left):
-            m.d.sync += self.consume.eq(turn(self.consume))
+            m.d.sync += self.consume.eq(self.consume.rotate_left(1))
         for k, slot in enumerate(self.slots):
             with m.If(self.produce[k]):
                 m.d.sync += slot.eq(i.payload)
@@ -241,10 +238,7 @@ def accept_buffer(m, name: str, port):
     """``port`` (a stream driven inside ``m``) through a :class:`RingBuffer` (submodule
     ``{name}_buffer``): the stream it becomes, for a consumer whose ``ready`` is a
     decision over several streams."""
-    m.submodules[f"{name}_buffer"] = buf = RingBuffer(port.payload.shape())
-    m.d.comb += [buf.i.valid.eq(port.valid), buf.i.payload.eq(port.payload),
-                 port.ready.eq(buf.i.ready)]
-    return buf.o
+    return _buffered(m, name, port, RingBuffer)
 
 
 def input_buffer(m, name: str, port):
@@ -253,7 +247,11 @@ def input_buffer(m, name: str, port):
     stream it becomes, whose producer sees a ``ready`` that is a flip-flop. Flip-flops
     rather than a small FIFO in LUT RAM: they place freely beside the logic that reads
     them (docs/boards.md, step 25)."""
-    m.submodules[f"{name}_buffer"] = buf = SkidBuffer(port.payload.shape())
+    return _buffered(m, name, port, SkidBuffer)
+
+
+def _buffered(m, name: str, port, buffer):
+    m.submodules[f"{name}_buffer"] = buf = buffer(port.payload.shape())
     m.d.comb += [buf.i.valid.eq(port.valid), buf.i.payload.eq(port.payload),
                  port.ready.eq(buf.i.ready)]
     return buf.o

@@ -11,11 +11,14 @@ JSON report (what was placed), Fmax from its timing analysis, each stage's secon
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,13 +182,13 @@ def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool, *, label: str = "
     ``verbose``). It shows where it is every :data:`PROGRESS_EVERY` seconds (place and
     route: placing, or the arcs left to route) and stops after ``minutes`` when given."""
     log_path = cwd / f"{stage}.log"
-    with open(log_path, "w") as log_file:
+    with open(log_path, "w") as log_file, _terminated_as_exit():
         proc = subprocess.Popen(cmd, cwd=cwd, text=True,
                                 stdout=None if verbose else log_file,
                                 stderr=None if verbose else subprocess.STDOUT)
         try:
             _wait(proc, cwd, stage, label=label, progress=progress, minutes=minutes)
-        finally:  # stopped at the limit, or interrupted: the tool must not run on
+        finally:  # stopped at the limit, interrupted or terminated: the tool must not run on
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -204,6 +207,27 @@ def _run(cmd: list[str], cwd: Path, stage: str, verbose: bool, *, label: str = "
     else:
         detail = f"exit status {proc.returncode}"
     raise BoardError(f"{stage} failed: {detail} (log in {cwd})")
+
+
+@contextlib.contextmanager
+def _terminated_as_exit():
+    """While a tool runs, SIGTERM (a job stopped by ``kill`` or a scheduler) ends this
+    process through ``finally`` blocks, which stop the tool too. Python's default
+    would end it at once and leave the tool running on its own, for up to hours of
+    place and route. (A background job ignores SIGINT, so a terminal's Ctrl-C does not
+    reach it either way.) Signal handlers belong to the main thread: elsewhere,
+    nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def leave(signum, frame):
+        raise SystemExit(128 + signum)
+    before = signal.signal(signal.SIGTERM, leave)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _wait(proc, cwd: Path, stage: str, *, label: str, progress, minutes: float | None):

@@ -8,8 +8,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -139,6 +142,49 @@ def test_place_and_route_stops_at_its_limit_saying_how_far_it_got(tmp_path, monk
     assert "[ulx3s] synth done in" in "\n".join(progress)
     assert not (tmp_path / "top.config").exists()  # never finished
     assert time.monotonic() - t0 < 120
+
+
+# a stand-in for a long tool: it notes its process id, then runs for a minute
+_LONG_TOOL = "import os, time; open('tool.pid', 'w').write(str(os.getpid())); time.sleep(60)"
+
+# the board flow running that tool, as `mixgcn board` runs nextpnr
+_RUNNER = f"""
+import sys
+from pathlib import Path
+from mixgcn.gen import board
+board._run([sys.executable, "-c", {_LONG_TOOL!r}], Path(sys.argv[1]), "pnr", False)
+"""
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and "zombie" not in _read_status(pid)
+
+
+def _read_status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"  # gone between the two looks
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="reads /proc")
+def test_a_terminated_build_stops_its_tool(tmp_path):
+    """``kill`` (SIGTERM) of a build while a tool runs ends the build and the tool:
+    a place and route left running alone would hold a core for an hour."""
+    runner = subprocess.Popen([sys.executable, "-c", _RUNNER, str(tmp_path)])
+    pid_file = tmp_path / "tool.pid"
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert runner.poll() is None and time.monotonic() < deadline, "the tool never started"
+        time.sleep(0.05)
+    tool = int(pid_file.read_text())
+    assert _alive(tool)
+    runner.terminate()
+    assert runner.wait(timeout=30) == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 10
+    while _alive(tool) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(tool)
 
 
 def test_pnr_state_reads_nextpnrs_log():

@@ -540,6 +540,9 @@ def build_board(board_name: str, chip: ChipConfig, *, chip_name: str, chips: int
                                         for k in boards[0]["seconds_per_stage"]},
                   "bitstreams": [b["bitstream"] for b in boards], "boards": boards,
                   "cabling": cabling(board_name, chips)}
+    # the chip's configuration: a report read later (the bench's implied epoch times)
+    # can tell which chip it measured, whatever the chip was called
+    report["config"] = chip.to_dict()
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report

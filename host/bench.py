@@ -503,7 +503,7 @@ def bench_explore() -> tuple[dict, list[str]]:
     chosen chip and the ``ecp5`` preset trained in RTL: epoch cycles and whole-chip
     utilisation measured, beside the model's."""
     from mixgcn.gen.resources import ECP5_PARTS, chip_block_rams, multipliers
-    from mixgcn.host.explore import Candidate, evaluate
+    from mixgcn.host.explore import DSP_FILL, Candidate, evaluate
 
     cora = _cora()
     part = ECP5_PARTS["ecp5-85f"]
@@ -526,11 +526,12 @@ def bench_explore() -> tuple[dict, list[str]]:
                               epoch_cycles_model=cand.epoch_cycles,
                               utilisation_rtl=macs / (r["cycles"] * cand.multipliers),
                               config=cand.config.to_dict())
-    keys = dict(explore=dict(part=part.name, candidates=len(ranked), seconds=seconds,
-                             chosen=best.to_dict(), measured=measured))
+    keys = dict(explore=dict(part=part.name, dsp_fill=DSP_FILL, candidates=len(ranked),
+                             seconds=seconds, chosen=best.to_dict(), measured=measured))
     e, p = measured["explored"], measured["ecp5"]
-    rows = [f"Design-space exploration: Cora on {part.name} ({part.dsp} multipliers, "
-            f"{part.bram} block RAMs), {len(ranked)} candidates on the model in {seconds:.0f} s",
+    rows = [f"Design-space exploration: Cora on {part.name} ({part.dsp} multipliers, at most "
+            f"{int(DSP_FILL * part.dsp)} used; {part.bram} block RAMs), {len(ranked)} "
+            f"candidates on the model in {seconds:.0f} s",
             f"  {'chip':<46} {'mults':>5} {'BRAM':>5} {'epoch (RTL)':>11} "
             f"{'epoch (model)':>13} {'utilisation':>11}"]
     for m in (e, p):
@@ -592,30 +593,42 @@ def _pyg_gcn_epochs(ds, epochs: int) -> dict:
                 threads=torch.get_num_threads(), torch=torch.__version__)
 
 
-def _board_fmax(chip: str) -> dict:
+def _board_fmax(chip: str, config=None) -> dict:
     """The Fmax nextpnr reported for ``chip`` on the ULX3S (the board report ``make
-    board`` wrote, with its date), or why there is none."""
+    board`` or ``make bench-boards`` wrote, with its date), or why there is none: no
+    report, or one of a chip configured otherwise than ``config`` (the preset's when
+    None)."""
+    config = CHIP_PRESETS[chip] if config is None else config
     report = Path("build/board") / f"ulx3s-85f-1x{chip}" / "report.json"
+    how = (f"make board BOARD=ulx3s-85f CHIP={chip}" if chip in CHIP_PRESETS
+           else "make bench-boards")
     if not report.is_file():
-        return dict(missing=f"no board report at {report} (make board BOARD=ulx3s-85f "
-                            f"CHIP={chip})")
+        return dict(missing=f"no board report at {report} ({how})")
     rep = json.loads(report.read_text())
+    if rep.get("config") != config.to_dict():
+        return dict(missing=f"the board report at {report} is of another {chip} chip "
+                            f"than this one ({how} again)")
+    if rep.get("fmax_mhz") is None:
+        return dict(missing=f"the build at {report} did not route")
     built = time.strftime("%Y-%m-%d", time.localtime(report.stat().st_mtime))
     return dict(fmax_mhz=rep["fmax_mhz"], board_report=str(report), built=built)
 
 
 def bench_peers() -> tuple[dict, list[str]]:
     """A Cora training epoch by each peer, labelled for what it is: PyTorch Geometric's
-    GCN on this machine's CPU, the golden numpy model (float32), and the chip's implied
-    time — its RTL cycles for the epoch divided by the Fmax nextpnr reported for it on
-    the ULX3S (the board report ``make board`` wrote, named with its date), never an
-    assumed clock."""
+    GCN on this machine's CPU, the golden numpy model (float32), and the implied time of
+    the ``ecp5`` chip and of the chip exploration chooses for Cora on the ECP5-85F —
+    its RTL cycles for the epoch divided by the Fmax nextpnr reported for that chip on
+    the ULX3S (the board report ``make board`` or ``make bench-boards`` wrote, named
+    with its date), never an assumed clock."""
     try:
         import torch  # noqa: F401
         import torch_geometric
     except ImportError:
         raise NotRun("the peers extra is not installed (make bench-peers installs it)") \
             from None
+    from mixgcn.gen.resources import ECP5_PARTS
+
     cora = _cora()
     _log(f"peers: PyG GCN, {PEER_EPOCHS} Cora epochs on the CPU")
     pyg = _pyg_gcn_epochs(cora, PEER_EPOCHS)
@@ -627,13 +640,15 @@ def bench_peers() -> tuple[dict, list[str]]:
                  golden=dict(what="golden numpy model, float32",
                              epoch_seconds=gold["epoch_seconds_median"],
                              test_accuracy=gold["test_accuracy"]))
-    for chip in ("ecp5",):
+    _log("peers: exploring Cora on ecp5-85f on the performance model")
+    explored = _explore_cora(cora, ECP5_PARTS["ecp5-85f"])[0]
+    for chip, config in (("ecp5", CHIP_PRESETS["ecp5"]), ("explored", explored.config)):
         _log(f"peers: 2 Cora epochs in RTL on the {chip} chip")
-        r = _train_rtl(cora, 2, chip_name=chip)
+        r = _train_rtl(cora, 2, chip_name=chip, chip=config)
         cycles = r["epoch_cycles"][-1]
         entry = dict(what=f"the {chip} chip: RTL cycles / the ULX3S build's Fmax",
-                     epoch_cycles=cycles)
-        board = _board_fmax(chip)
+                     epoch_cycles=cycles, config=config.to_dict())
+        board = _board_fmax(chip, config)
         if "fmax_mhz" in board:
             entry.update(board, epoch_seconds=cycles / (board["fmax_mhz"] * 1e6))
         else:

@@ -30,6 +30,7 @@ from mixgcn.golden.reorder import ORDERINGS
 from mixgcn.host.backends import BACKENDS, DEFAULT_BAUD, open_chips, open_system, opened
 from mixgcn.host.comm import MPIHost, mpi_world_size, serve
 from mixgcn.host.device import DeviceError
+from mixgcn.host.explore import DSP_FILL, check_dsp_fill, explore
 from mixgcn.host.projection import PROJECTED_GRAPHS
 from mixgcn.host.sharded import CLOCK_MHZ, LINK_GBPS
 from mixgcn.host.sharding import PARALLELISMS, PARTITIONERS
@@ -178,6 +179,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the part whose resources bound the chip")
     e.add_argument("--memory", default="ideal", metavar="{" + ",".join(memory_names()) + "}",
                    help="the memory profile the model plays (default ideal)")
+    e.add_argument("--dsp-fill", type=float, default=DSP_FILL, metavar="SHARE",
+                   help="the largest share of the part's multipliers a chip may take, "
+                        f"leaving room to route (default {DSP_FILL})")
     e.add_argument("--out", type=Path, default=None,
                    help="the chosen chip's JSON (default build/explore/<dataset>-<budget>.json)")
     e.add_argument("--json", type=Path, default=None,
@@ -532,12 +536,14 @@ def _model_memory(name: str) -> MemoryProfile:
 
 def cmd_explore(args) -> int:
     """The fastest configuration of the grid on the part, by the performance model."""
-    from mixgcn.host.explore import explore
-
     if args.budget not in ECP5_PARTS:
         raise _fail(f"unknown --budget {args.budget!r}: expected one of {sorted(ECP5_PARTS)}")
     if args.top < 1:
         raise _fail(f"--top must be at least 1, got {args.top}")
+    try:
+        check_dsp_fill(args.dsp_fill)
+    except ValueError:
+        raise _fail(f"--dsp-fill must be in (0, 1], got {args.dsp_fill}") from None
     memory = _model_memory(args.memory)
     out = args.out or Path("build/explore") / (
         f"{Path(args.dataset).stem.split(':')[0]}-{args.budget}.json")
@@ -551,12 +557,13 @@ def cmd_explore(args) -> int:
     part = ECP5_PARTS[args.budget]
     say = None if args.quiet else (lambda m: print(f"  {m}", file=sys.stderr, flush=True))
     t0 = time.perf_counter()
-    ranked = explore(dataset, part, memory, progress=say)
+    ranked = explore(dataset, part, memory, dsp_fill=args.dsp_fill, progress=say)
     best = ranked[0]
     if best.refused is not None:
         raise _fail(f"no configuration that fits {args.budget} holds {args.dataset}: "
                     f"{best.refused}")
-    print(f"{args.dataset} on {args.budget} ({part.dsp} multipliers, {part.bram} block RAMs), "
+    print(f"{args.dataset} on {args.budget} ({part.dsp} multipliers, at most "
+          f"{int(args.dsp_fill * part.dsp)} used; {part.bram} block RAMs), "
           f"{memory.name} memory: the model's second epoch")
     print(f"  {'configuration':<44} {'mults':>5} {'BRAM':>5} {'cycles/epoch':>12} "
           f"{'utilisation':>11}")
@@ -571,7 +578,8 @@ def cmd_explore(args) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(dict(
             dataset=args.dataset, budget=args.budget, memory=memory.name,
-            chosen=best.to_dict(), candidates=[c.to_dict() for c in ranked]), indent=2) + "\n")
+            dsp_fill=args.dsp_fill, chosen=best.to_dict(),
+            candidates=[c.to_dict() for c in ranked]), indent=2) + "\n")
     return 0
 
 

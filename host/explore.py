@@ -4,7 +4,8 @@ Every configuration of a small grid — the sparse engine's lanes (the dense eng
 array is lanes × lanes, as the exchange port requires) and edge pipelines, the feature
 buffer's rows, partial sums for column windows or none — is first screened on the
 part's hard resources (:mod:`mixgcn.gen.resources`: multipliers and block RAM, exactly
-as the chip is built), then checked to hold the dataset (the driver's own layout,
+as the chip is built; at most :data:`DSP_FILL` of the multipliers, to leave room to
+route), then checked to hold the dataset (the driver's own layout,
 :func:`~mixgcn.host.chip_driver.plan_training`), then trained for two epochs on the
 performance model (:class:`~mixgcn.host.perf_model.ModelDevice`, docs/model.md). The
 fastest second epoch wins; its whole-chip utilisation is the run's useful
@@ -32,12 +33,28 @@ from mixgcn.gen.config import (
 )
 from mixgcn.gen.resources import Part, chip_block_rams, multipliers
 
-__all__ = ["GRID", "Candidate", "candidates", "evaluate", "explore"]
+__all__ = ["DSP_FILL", "GRID", "Candidate", "candidates", "check_dsp_fill", "evaluate",
+           "explore"]
 
 # the grid: lanes (= the DCE's rows and columns), edge pipelines, feature-buffer rows,
 # partial-sum rows
 GRID = dict(lanes=(2, 4, 8, 16), edges=(1, 2, 3, 4, 6, 8),
             max_nodes=(1024, 2048, 4096, 8192), partial_rows=(0, 1024))
+
+# the share of the part's multipliers a chip may take: room for place and route. The
+# multipliers sit in a few rows of the die, and a chip using most of them spreads its
+# datapath across it. On the ECP5-85F (docs/boards.md): 8 lanes x 8 edges (128 of 156,
+# 82 %) did not finish routing in two builds of over an hour; 8 lanes x 4 edges (96,
+# 62 %) routed in 58 minutes. 0.7 lies between; nothing at 70-82 % was built.
+DSP_FILL = 0.7
+
+
+def check_dsp_fill(dsp_fill) -> None:
+    """Refuse a share of the multipliers that is not in (0, 1]."""
+    if isinstance(dsp_fill, bool) or not isinstance(dsp_fill, int | float) \
+            or not 0 < dsp_fill <= 1:
+        raise ValueError(f"the share of the multipliers a chip may take must be in (0, 1], "
+                         f"got {dsp_fill!r}")
 
 
 @dataclass
@@ -62,9 +79,11 @@ class Candidate:
                     refused=self.refused, config=self.config.to_dict())
 
 
-def candidates(part: Part, base: ChipConfig = CHIP_PRESETS["ecp5"]) -> list[Candidate]:
+def candidates(part: Part, base: ChipConfig = CHIP_PRESETS["ecp5"],
+               dsp_fill: float = DSP_FILL) -> list[Candidate]:
     """Every configuration of :data:`GRID` that the generator accepts and that fits
-    ``part``'s multipliers and block RAM."""
+    ``part``'s block RAM and ``dsp_fill`` of its multipliers."""
+    check_dsp_fill(dsp_fill)
     out = []
     for lanes, edges, rows, partial in itertools.product(*GRID.values()):
         if partial > rows:
@@ -77,7 +96,7 @@ def candidates(part: Part, base: ChipConfig = CHIP_PRESETS["ecp5"]) -> list[Cand
         except ConfigError:
             continue
         cand = Candidate(c, multipliers(c), chip_block_rams(c))
-        if cand.multipliers <= part.dsp and cand.bram <= part.bram:
+        if cand.multipliers <= dsp_fill * part.dsp and cand.bram <= part.bram:
             out.append(cand)
     return out
 
@@ -105,14 +124,15 @@ def evaluate(cand: Candidate, dataset, memory: MemoryProfile = MEMORY_PROFILES["
 
 
 def explore(dataset, part: Part, memory: MemoryProfile = MEMORY_PROFILES["ideal"],
-            base: ChipConfig = CHIP_PRESETS["ecp5"],
+            base: ChipConfig = CHIP_PRESETS["ecp5"], dsp_fill: float = DSP_FILL,
             progress: Callable[[str], None] | None = None) -> list[Candidate]:
     """Every candidate for ``part`` evaluated on ``dataset``, fastest first (those that
     cannot hold it last)."""
-    cands = candidates(part, base)
+    cands = candidates(part, base, dsp_fill)
     if not cands:
         raise ValueError(f"no configuration of the grid fits {part.name} "
-                         f"({part.dsp} multipliers, {part.bram} block RAMs)")
+                         f"({dsp_fill:.0%} of its {part.dsp} multipliers, "
+                         f"{part.bram} block RAMs)")
     # a buffer holding every row any SpMM gathers from needs no column windows, and a
     # larger one changes nothing: only the smallest such is tried, without partial sums
     need = max(dataset.num_nodes, dataset.num_features)

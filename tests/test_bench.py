@@ -112,3 +112,21 @@ def test_a_named_run_keeps_its_report_apart(tmp_path, monkeypatch):
     assert "g" in (tmp_path / "peers.md").read_text()
     assert (tmp_path / "RESULTS.md").read_text() == "the main run's"
     assert (tmp_path / "utilisation.png").read_bytes() == b"the main run's plot"
+
+
+def test_an_implied_time_uses_only_a_report_of_the_same_chip(tmp_path, monkeypatch):
+    """The chip's implied epoch time divides by the Fmax of a build of that very chip:
+    a report of another configuration under the same name, or an unrouted build, gives
+    the reason instead of a clock."""
+    monkeypatch.chdir(tmp_path)
+    ecp5 = CHIP_PRESETS["ecp5"]
+    assert "no board report at" in bench._board_fmax("ecp5")["missing"]
+    report = tmp_path / "build/board/ulx3s-85f-1xexplored/report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps(dict(fmax_mhz=97.5, config=ecp5.to_dict())))
+    assert bench._board_fmax("explored", ecp5)["fmax_mhz"] == 97.5
+    assert "is of another explored chip" in bench._board_fmax("explored", TINY)["missing"]
+    report.write_text(json.dumps(dict(fmax_mhz=97.5)))  # made before reports named theirs
+    assert "is of another explored chip" in bench._board_fmax("explored", ecp5)["missing"]
+    report.write_text(json.dumps(dict(fmax_mhz=None, config=ecp5.to_dict())))
+    assert "did not route" in bench._board_fmax("explored", ecp5)["missing"]

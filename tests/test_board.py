@@ -55,6 +55,7 @@ def test_micro_chip_on_the_ulx3s_builds(tmp_path, capsys):
     report = json.loads(js.read_text())
     assert REPORT_KEYS <= report.keys()
     assert (report["board"], report["chip"], report["chips"]) == ("ulx3s-85f", "micro", 1)
+    assert report["config"] == CHIP_PRESETS["micro"].to_dict()
     assert (out / "top.bit").stat().st_size > 100_000
     log = (out / "top.tim").read_text()
     util = dict((c, int(u)) for c, u in re.findall(r"^Info:\s+(\w+):\s+(\d+)/", log, re.M))

@@ -27,6 +27,20 @@ def test_every_candidate_fits_the_part():
         assert c.config.sae.lanes == c.config.dce.rows == c.config.dce.cols
 
 
+def test_a_share_of_the_multipliers_bounds_the_candidates():
+    part = ECP5_PARTS["ecp5-85f"]
+    every = candidates(part, dsp_fill=1.0)
+    half = candidates(part, dsp_fill=0.5)
+    assert {c.label() for c in half} < {c.label() for c in every}
+    assert max(c.multipliers for c in half) <= 78 < max(c.multipliers for c in every)
+
+
+@pytest.mark.parametrize("share", [0, -0.5, 1.5, float("nan"), True, "0.7"])
+def test_a_bad_share_of_the_multipliers_is_refused(share):
+    with pytest.raises(ValueError, match="must be in \\(0, 1\\], got"):
+        candidates(ECP5_PARTS["ecp5-85f"], dsp_fill=share)
+
+
 def test_the_fastest_on_the_model_comes_first():
     ranked = explore(load_dataset(GRAPH), ECP5_PARTS["ecp5-25f"])
     fits = [c for c in ranked if c.refused is None]
@@ -56,6 +70,8 @@ def test_explore_writes_a_chip_the_other_commands_accept(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--budget", "ecp5-99f"], "unknown --budget 'ecp5-99f'"),
     (["--budget", "ecp5-25f", "--top", "0"], "--top must be at least 1, got 0"),
+    (["--budget", "ecp5-25f", "--dsp-fill", "1.2"], "--dsp-fill must be in \\(0, 1\\], got 1.2"),
+    (["--budget", "ecp5-25f", "--dsp-fill", "0"], "--dsp-fill must be in \\(0, 1\\], got 0.0"),
     (["--budget", "ecp5-25f", "--memory", "nope"], "nope"),
     (["--budget", "ecp5-25f", "--memory", "ulx3s-litedram"], "not a DRAM controller"),
     (["--budget", "ecp5-25f", "--dataset", "no-such-graph"], "no-such-graph"),

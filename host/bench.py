@@ -503,7 +503,7 @@ def bench_explore() -> tuple[dict, list[str]]:
     chosen chip and the ``ecp5`` preset trained in RTL: epoch cycles and whole-chip
     utilisation measured, beside the model's."""
     from mixgcn.gen.resources import ECP5_PARTS, chip_block_rams, multipliers
-    from mixgcn.host.explore import DSP_FILL, Candidate, evaluate
+    from mixgcn.host.explore import DSP_FILL, Candidate, evaluate, multiplier_budget
 
     cora = _cora()
     part = ECP5_PARTS["ecp5-85f"]
@@ -530,7 +530,7 @@ def bench_explore() -> tuple[dict, list[str]]:
                              seconds=seconds, chosen=best.to_dict(), measured=measured))
     e, p = measured["explored"], measured["ecp5"]
     rows = [f"Design-space exploration: Cora on {part.name} ({part.dsp} multipliers, at most "
-            f"{int(DSP_FILL * part.dsp)} used; {part.bram} block RAMs), {len(ranked)} "
+            f"{multiplier_budget(part)} used; {part.bram} block RAMs), {len(ranked)} "
             f"candidates on the model in {seconds:.0f} s",
             f"  {'chip':<46} {'mults':>5} {'BRAM':>5} {'epoch (RTL)':>11} "
             f"{'epoch (model)':>13} {'utilisation':>11}"]

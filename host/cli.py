@@ -30,7 +30,7 @@ from mixgcn.golden.reorder import ORDERINGS
 from mixgcn.host.backends import BACKENDS, DEFAULT_BAUD, open_chips, open_system, opened
 from mixgcn.host.comm import MPIHost, mpi_world_size, serve
 from mixgcn.host.device import DeviceError
-from mixgcn.host.explore import DSP_FILL, check_dsp_fill, explore
+from mixgcn.host.explore import DSP_FILL, check_dsp_fill, explore, multiplier_budget
 from mixgcn.host.projection import PROJECTED_GRAPHS
 from mixgcn.host.sharded import CLOCK_MHZ, LINK_GBPS
 from mixgcn.host.sharding import PARALLELISMS, PARTITIONERS
@@ -563,7 +563,7 @@ def cmd_explore(args) -> int:
         raise _fail(f"no configuration that fits {args.budget} holds {args.dataset}: "
                     f"{best.refused}")
     print(f"{args.dataset} on {args.budget} ({part.dsp} multipliers, at most "
-          f"{int(args.dsp_fill * part.dsp)} used; {part.bram} block RAMs), "
+          f"{multiplier_budget(part, args.dsp_fill)} used; {part.bram} block RAMs), "
           f"{memory.name} memory: the model's second epoch")
     print(f"  {'configuration':<44} {'mults':>5} {'BRAM':>5} {'cycles/epoch':>12} "
           f"{'utilisation':>11}")

@@ -34,7 +34,7 @@ from mixgcn.gen.config import (
 from mixgcn.gen.resources import Part, chip_block_rams, multipliers
 
 __all__ = ["DSP_FILL", "GRID", "Candidate", "candidates", "check_dsp_fill", "evaluate",
-           "explore"]
+           "explore", "multiplier_budget"]
 
 # the grid: lanes (= the DCE's rows and columns), edge pipelines, feature-buffer rows,
 # partial-sum rows
@@ -55,6 +55,12 @@ def check_dsp_fill(dsp_fill) -> None:
             or not 0 < dsp_fill <= 1:
         raise ValueError(f"the share of the multipliers a chip may take must be in (0, 1], "
                          f"got {dsp_fill!r}")
+
+
+def multiplier_budget(part: Part, dsp_fill: float = DSP_FILL) -> int:
+    """The most multipliers a candidate may take of ``part``: ``dsp_fill`` of them."""
+    check_dsp_fill(dsp_fill)
+    return int(dsp_fill * part.dsp)
 
 
 @dataclass
@@ -83,7 +89,7 @@ def candidates(part: Part, base: ChipConfig = CHIP_PRESETS["ecp5"],
                dsp_fill: float = DSP_FILL) -> list[Candidate]:
     """Every configuration of :data:`GRID` that the generator accepts and that fits
     ``part``'s block RAM and ``dsp_fill`` of its multipliers."""
-    check_dsp_fill(dsp_fill)
+    budget = multiplier_budget(part, dsp_fill)
     out = []
     for lanes, edges, rows, partial in itertools.product(*GRID.values()):
         if partial > rows:
@@ -96,7 +102,7 @@ def candidates(part: Part, base: ChipConfig = CHIP_PRESETS["ecp5"],
         except ConfigError:
             continue
         cand = Candidate(c, multipliers(c), chip_block_rams(c))
-        if cand.multipliers <= dsp_fill * part.dsp and cand.bram <= part.bram:
+        if cand.multipliers <= budget and cand.bram <= part.bram:
             out.append(cand)
     return out
 
